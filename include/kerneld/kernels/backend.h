@@ -1,0 +1,111 @@
+// The one interface every compute backend implements (CPU, CUDA, HIP).
+//
+// A backend owns memory (its pool and the regions it imported from clients), streams and events,
+// and runs validated ops. Every method is thread-safe unless it says otherwise. Failures are
+// values: no method throws or aborts on bad input.
+#ifndef KERNELD_KERNELS_BACKEND_H_
+#define KERNELD_KERNELS_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kerneld/kernels/ops.h"
+#include "kerneld/kernels/tensor.h"
+
+namespace kd {
+
+// A span of memory a backend can address: pool memory, a mapped shm object, an opened IPC
+// mapping. Destroying the Region releases it (returns it to the pool, unmaps, closes the IPC
+// mapping). Callers keep it in a shared_ptr while any op may use it.
+class Region {
+ public:
+  virtual ~Region() = default;
+  // Address of the first byte the client's buffer spans (for IPC, the tensor's offset inside the
+  // exporter's allocation is already added).
+  virtual void* data() const = 0;
+  virtual uint64_t size() const = 0;
+  virtual DeviceLoc loc() const = 0;
+  // True for memory the daemon allocated (counted as "used"), false for imported memory.
+  virtual bool owned() const = 0;
+};
+
+// How a client reaches memory the daemon allocated, or names memory it owns.
+struct MemoryHandle {
+  std::string shm_name;     // CPU: POSIX shm object name
+  std::string ipc_handle;   // GPU: the raw IPC memory handle bytes
+  uint64_t offset = 0;      // GPU: tensor offset inside the exporter's allocation
+  uint64_t size = 0;
+  int device = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+struct DeviceProperties {
+  std::string name;
+  std::string arch;  // "x86_64", "sm_90", "gfx942"
+  uint64_t memory_total = 0;
+};
+
+struct MemoryStats {
+  uint64_t used = 0;      // allocated from the pool and handed out
+  uint64_t pooled = 0;    // held by the pool, free
+  uint64_t imported = 0;  // mapped from clients
+};
+
+// Called once per op with its kernel time in seconds. GPU backends call it later, from their own
+// thread, once the timing events completed; the CPU backend calls it before Run returns.
+using KernelTimingFn = std::function<void(double seconds)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendKind kind() const = 0;
+  absl::string_view name() const { return BackendName(kind()); }
+  virtual int DeviceCount() const = 0;
+  virtual DeviceProperties Properties(int device) const = 0;
+  virtual MemoryStats Memory(int device) const = 0;
+  // False once a sticky device error (illegal address...) was seen; the health check says so.
+  virtual bool Healthy() const = 0;
+
+  // Allocates `bytes` on `device` from the pool. RESOURCE_EXHAUSTED over the pool's cap or when
+  // the device is out of memory; INVALID_ARGUMENT for a bad device or a zero size.
+  virtual absl::StatusOr<std::unique_ptr<Region>> Allocate(int device, uint64_t bytes) = 0;
+  // A handle another process can open to reach `region`, which this backend allocated.
+  virtual absl::StatusOr<MemoryHandle> Export(const Region& region) = 0;
+  // Opens memory a client owns. INVALID_ARGUMENT for a handle that cannot be opened or a size
+  // larger than the real object; nothing stays open on failure.
+  virtual absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) = 0;
+
+  // A stream on `device`. Ops on one stream run in submission order.
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) = 0;
+  // Opens an IPC event handle a client exported. UNIMPLEMENTED where the backend has none.
+  virtual absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device, absl::string_view handle) = 0;
+  // Makes later work on `stream` wait for `event` without blocking the host.
+  virtual absl::Status StreamWaitEvent(Stream& stream, Event& event) = 0;
+  virtual absl::Status RecordEvent(Stream& stream, Event& event) = 0;
+  // Blocks until the work queued on `stream` finished.
+  virtual absl::Status Synchronize(Stream& stream) = 0;
+
+  // OK when this backend runs `op`, else UNIMPLEMENTED saying what is missing.
+  virtual absl::Status Supports(const Op& op) const = 0;
+  // Runs (enqueues, on GPU backends) a validated op on `stream`. `on_timed` may be empty.
+  virtual absl::Status Run(const Op& op, Stream& stream, KernelTimingFn on_timed) = 0;
+};
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_BACKEND_H_

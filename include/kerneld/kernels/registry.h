@@ -1,0 +1,50 @@
+// Which backends exist in this process: the CPU backend always, CUDA/HIP when compiled in and a
+// device is present.
+#ifndef KERNELD_KERNELS_REGISTRY_H_
+#define KERNELD_KERNELS_REGISTRY_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kerneld/kernels/backend.h"
+
+namespace kd {
+
+struct RegistryOptions {
+  // "auto" (a GPU backend when one is found, else CPU), "cpu", "cuda", "hip".
+  std::string preferred = "auto";
+  int cpu_threads = 0;                  // 0: one per core
+  uint64_t device_pool_cap_bytes = 0;   // 0: no cap beyond the device
+};
+
+class BackendRegistry {
+ public:
+  // Probes what was compiled in. FAILED_PRECONDITION when `preferred` names a backend that is not
+  // compiled in or has no device.
+  static absl::StatusOr<std::unique_ptr<BackendRegistry>> Create(const RegistryOptions& options);
+
+  // The backend new buffers go to when a request names none.
+  Backend* Default() const { return default_; }
+  // nullptr when that backend is not present.
+  Backend* Get(BackendKind kind) const;
+  Backend* GetByName(absl::string_view name) const;
+  // GPU backends first, the CPU backend last.
+  std::vector<Backend*> All() const;
+
+ private:
+  std::vector<std::unique_ptr<Backend>> backends_;
+  Backend* default_ = nullptr;
+};
+
+// Defined by each compiled-in GPU backend; returns nullptr when no device is present.
+std::unique_ptr<Backend> CreateCpuBackend(int threads);
+#if defined(KD_HAVE_CUDA)
+std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes);
+#endif
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_REGISTRY_H_

@@ -1,0 +1,37 @@
+// Helpers shared by the per-op validators (kernels/validate_*.cc). Not part of the public API.
+#ifndef KERNELD_KERNELS_OPS_INTERNAL_H_
+#define KERNELD_KERNELS_OPS_INTERNAL_H_
+
+#include <initializer_list>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kerneld/kernels/ops.h"
+
+namespace kd {
+namespace internal {
+
+template <typename... Parts>
+absl::Status Invalid(Parts&&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(std::forward<Parts>(parts)...));
+}
+
+// `field` is present, of rank `rank`, and of one of `dtypes` (any dtype when empty).
+absl::Status CheckTensor(const Tensor& t, absl::string_view field, int rank,
+                         std::initializer_list<DType> dtypes);
+// `field` has exactly `expected` as shape.
+absl::Status CheckShape(const Tensor& t, absl::string_view field,
+                        std::initializer_list<int64_t> expected);
+// Rows of a 2-D tensor are contiguous (row stride may be larger than the row).
+int64_t RowStride(const Tensor& t);
+
+absl::Status ValidateQuantize(const QuantizeArgs& args);
+absl::Status ValidateGemm(const GemmArgs& args);
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace internal
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_OPS_INTERNAL_H_

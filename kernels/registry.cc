@@ -1,0 +1,53 @@
+#include "kerneld/kernels/registry.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kd {
+
+absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
+    const RegistryOptions& options) {
+  auto registry = std::unique_ptr<BackendRegistry>(new BackendRegistry());
+  const std::string& want = options.preferred;
+  if (want != "auto" && want != "cpu" && want != "cuda" && want != "hip") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend=\"", want, "\" must be one of auto, cpu, cuda, hip"));
+  }
+#if defined(KD_HAVE_CUDA)
+  if (want == "auto" || want == "cuda") {
+    if (auto cuda = CreateCudaBackend(options.device_pool_cap_bytes)) {
+      registry->backends_.push_back(std::move(cuda));
+    }
+  }
+#endif
+  if (want != "auto" && want != "cpu" && registry->backends_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend=", want, " was asked for but is not compiled in or found no device"));
+  }
+  // The CPU backend is always there, registered last: it is the reference.
+  registry->backends_.push_back(CreateCpuBackend(options.cpu_threads));
+  registry->default_ = want == "cpu" ? registry->backends_.back().get()
+                                     : registry->backends_.front().get();
+  return registry;
+}
+
+Backend* BackendRegistry::Get(BackendKind kind) const {
+  for (const auto& b : backends_) {
+    if (b->kind() == kind) return b.get();
+  }
+  return nullptr;
+}
+
+Backend* BackendRegistry::GetByName(absl::string_view name) const {
+  for (const auto& b : backends_) {
+    if (b->name() == name) return b.get();
+  }
+  return nullptr;
+}
+
+std::vector<Backend*> BackendRegistry::All() const {
+  std::vector<Backend*> out;
+  for (const auto& b : backends_) out.push_back(b.get());
+  return out;
+}
+
+}  // namespace kd

@@ -1,0 +1,83 @@
+// The kerneld daemon: two gRPC servers (data plane and admin, each on its own Unix socket), the
+// metrics endpoint, the session manager, the executor and the reaper. main.cc only parses flags
+// into DaemonOptions and waits for a signal.
+#ifndef KERNELD_SERVER_DAEMON_H_
+#define KERNELD_SERVER_DAEMON_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "kerneld/kernels/registry.h"
+#include "kerneld/server/executor.h"
+#include "kerneld/server/metrics.h"
+#include "kerneld/server/session_manager.h"
+
+namespace kd {
+
+struct DaemonOptions {
+  std::string data_socket = "/run/kerneld/kerneld.sock";  // mode 0660
+  std::string socket_group;                               // group of the data socket
+  std::string admin_socket = "/run/kerneld/admin.sock";   // mode 0600
+  std::string tcp_address;                                // opt-in data plane on TCP
+  std::string metrics_address = "127.0.0.1:9464";         // empty: no metrics endpoint
+  RegistryOptions backends;
+  SessionLimits limits;
+  uint32_t max_batch_ops = 256;
+  int max_message_bytes = 4 << 20;
+  absl::Duration reap_interval = absl::Milliseconds(200);
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+
+  // Probes backends, opens the sockets and the metrics endpoint, starts serving.
+  absl::Status Start();
+  // Stops accepting, lets in-flight calls finish (up to `grace`), closes every session.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+  // New data-plane ops get UNAVAILABLE and the health service says NOT_SERVING.
+  void Drain();
+  bool draining() const { return draining_.load(); }
+
+  const DaemonOptions& options() const { return options_; }
+  BackendRegistry& backends() { return *backends_; }
+  SessionManager& sessions() { return *sessions_; }
+  Executor& executor() { return *executor_; }
+  Metrics& metrics() { return *metrics_; }
+  absl::Time started() const { return started_; }
+
+ private:
+  void ReapLoop();
+  void UpdateGauges();
+
+  DaemonOptions options_;
+  absl::Time started_;
+  std::atomic<bool> draining_{false};
+  std::unique_ptr<BackendRegistry> backends_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<SessionManager> sessions_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<grpc::Service> data_service_;
+  std::unique_ptr<grpc::Service> admin_service_;
+  std::unique_ptr<grpc::Service> denied_admin_service_;
+  std::unique_ptr<grpc::Server> data_server_;
+  std::unique_ptr<grpc::Server> admin_server_;
+  absl::Notification stop_reaper_;
+  std::thread reaper_;
+  bool shut_down_ = false;
+};
+
+// kerneld's version string ("0.1.0").
+const char* KerneldVersion();
+
+}  // namespace kd
+
+#endif  // KERNELD_SERVER_DAEMON_H_

@@ -1,0 +1,78 @@
+// Runs batches of validated ops, in order, on one queue per device.
+//
+// Each (backend, device) has a FIFO queue served by its own thread and one backend stream. A
+// batch is submitted whole and runs without interleaving; `done` is called exactly once, from
+// the queue's thread, after the last op completed (SYNC) or was enqueued and the signal event
+// recorded (ASYNC). Kernel times go to kerneld_kernel_duration_seconds as the backend delivers
+// them. RPC callbacks only enqueue here; they never wait on a device.
+#ifndef KERNELD_SERVER_EXECUTOR_H_
+#define KERNELD_SERVER_EXECUTOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kerneld/kernels/backend.h"
+#include "kerneld/kernels/registry.h"
+#include "kerneld/server/metrics.h"
+
+namespace kd {
+
+struct ExecBatch {
+  Backend* backend = nullptr;
+  int device = 0;
+  std::vector<Op> ops;
+  // Regions the ops point into, held until the batch is done.
+  std::vector<std::shared_ptr<const Region>> keep_alive;
+  std::shared_ptr<Event> wait_event;    // optional
+  std::shared_ptr<Event> signal_event;  // required when async
+  bool async = false;
+  std::function<void(absl::Status status, double kernel_seconds)> done;
+};
+
+class Executor {
+ public:
+  Executor(BackendRegistry* backends, Metrics* metrics);
+  // Finishes the queued batches, then joins the threads.
+  ~Executor();
+
+  // Creates a stream and a thread for every device of every backend.
+  absl::Status Start();
+  void Submit(ExecBatch batch);
+
+  uint64_t ops_completed() const { return ops_completed_.load(); }
+  uint64_t ops_failed() const { return ops_failed_.load(); }
+
+ private:
+  struct Queue {
+    Backend* backend = nullptr;
+    int device = 0;
+    std::string label;  // "cpu:0", "cuda:1"
+    std::unique_ptr<Stream> stream;
+    prometheus::Gauge* depth = nullptr;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<ExecBatch> pending;
+    bool stop = false;
+    std::thread thread;
+  };
+
+  void Serve(Queue* q);
+  void RunBatch(Queue* q, ExecBatch& batch);
+
+  BackendRegistry* const backends_;
+  Metrics* const metrics_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::atomic<uint64_t> ops_completed_{0};
+  std::atomic<uint64_t> ops_failed_{0};
+};
+
+}  // namespace kd
+
+#endif  // KERNELD_SERVER_EXECUTOR_H_

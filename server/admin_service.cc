@@ -1,0 +1,146 @@
+// The admin plane. Served trusted on the admin socket (mode 0600) and denied on the data socket,
+// so a trainer connection that calls an admin method gets PERMISSION_DENIED.
+#include "absl/strings/str_cat.h"
+#include "kerneld/kernels/status_macros.h"
+#include "server/rpc_call.h"
+#include "server/services.h"
+
+namespace kd {
+namespace {
+
+
+
+absl::Status Denied(const char* method) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      method, " is an admin method: call it on the admin socket, not the data socket"));
+}
+
+absl::Status NotYet(const char* method) {
+  return absl::UnimplementedError(absl::StrCat(method, " is not implemented by this daemon yet"));
+}
+
+class AdminService final : public v1::Admin::CallbackService {
+ public:
+  AdminService(Daemon* daemon, bool trusted) : daemon_(daemon), trusted_(trusted) {}
+
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const v1::StatusRequest*,
+                                   v1::StatusResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "Status", ctx);
+    if (!trusted_) return call.Finish(Denied("Status"));
+    FillStatus(resp);
+    return call.Finish(absl::OkStatus());
+  }
+
+  grpc::ServerWriteReactor<v1::TuneProgress>* Tune(grpc::CallbackServerContext*,
+                                                   const v1::TuneRequest*) override {
+    class Refused : public grpc::ServerWriteReactor<v1::TuneProgress> {
+     public:
+      explicit Refused(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+      void OnDone() override { delete this; }
+    };
+    const absl::Status s = trusted_ ? NotYet("Tune") : Denied("Tune");
+    daemon_->metrics().ObserveRpc("Tune", absl::StatusCodeToString(s.code()), 0.0);
+    return new Refused(s);
+  }
+
+  grpc::ServerUnaryReactor* ListCache(grpc::CallbackServerContext* ctx,
+                                      const v1::ListCacheRequest*,
+                                      v1::ListCacheResponse*) override {
+    return Refuse(ctx, "ListCache");
+  }
+  grpc::ServerUnaryReactor* ExportCache(grpc::CallbackServerContext* ctx,
+                                        const v1::ExportCacheRequest*,
+                                        v1::ExportCacheResponse*) override {
+    return Refuse(ctx, "ExportCache");
+  }
+  grpc::ServerUnaryReactor* ImportCache(grpc::CallbackServerContext* ctx,
+                                        const v1::ImportCacheRequest*,
+                                        v1::ImportCacheResponse*) override {
+    return Refuse(ctx, "ImportCache");
+  }
+  grpc::ServerUnaryReactor* PinCache(grpc::CallbackServerContext* ctx, const v1::PinCacheRequest*,
+                                     v1::PinCacheResponse*) override {
+    return Refuse(ctx, "PinCache");
+  }
+  grpc::ServerUnaryReactor* UnpinCache(grpc::CallbackServerContext* ctx,
+                                       const v1::UnpinCacheRequest*,
+                                       v1::UnpinCacheResponse*) override {
+    return Refuse(ctx, "UnpinCache");
+  }
+  grpc::ServerUnaryReactor* ClearCache(grpc::CallbackServerContext* ctx,
+                                       const v1::ClearCacheRequest*,
+                                       v1::ClearCacheResponse*) override {
+    return Refuse(ctx, "ClearCache");
+  }
+
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest*,
+                                  v1::DrainResponse*) override {
+    RpcCall call(&daemon_->metrics(), "Drain", ctx);
+    if (!trusted_) return call.Finish(Denied("Drain"));
+    daemon_->Drain();
+    return call.Finish(absl::OkStatus());
+  }
+
+ private:
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const char* method) {
+    RpcCall call(&daemon_->metrics(), method, ctx);
+    return call.Finish(trusted_ ? NotYet(method) : Denied(method));
+  }
+
+  void FillStatus(v1::StatusResponse* resp) {
+    resp->set_version(KerneldVersion());
+    resp->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - daemon_->started()));
+    for (Backend* b : daemon_->backends().All()) {
+      resp->add_backends(std::string(b->name()));
+      for (int d = 0; d < b->DeviceCount(); ++d) {
+        const DeviceProperties p = b->Properties(d);
+        const MemoryStats m = b->Memory(d);
+        v1::DeviceInfo* info = resp->add_devices();
+        info->set_backend(std::string(b->name()));
+        info->set_ordinal(d);
+        info->set_name(p.name);
+        info->set_arch(p.arch);
+        info->set_memory_total_bytes(p.memory_total);
+        info->set_memory_used_bytes(m.used);
+        info->set_memory_pooled_bytes(m.pooled);
+        info->set_memory_imported_bytes(m.imported);
+        info->set_healthy(b->Healthy());
+      }
+    }
+    const absl::Time now = absl::Now();
+    uint32_t buffers = 0;
+    uint64_t bytes = 0;
+    for (const auto& s : daemon_->sessions().List()) {
+      const Session::Usage u = s->usage();
+      v1::SessionInfo* info = resp->add_sessions();
+      info->set_session_id(s->id());
+      info->set_client_name(s->client_name());
+      info->set_buffers(u.buffers);
+      info->set_buffer_bytes(u.bytes);
+      info->set_age_seconds(absl::ToDoubleSeconds(now - s->created()));
+      info->set_idle_seconds(absl::ToDoubleSeconds(now - s->last_activity()));
+      info->set_lease_seconds(s->lease_seconds());
+      buffers += u.buffers;
+      bytes += u.bytes;
+    }
+    resp->set_sessions_active(resp->sessions_size());
+    resp->set_buffers_registered(buffers);
+    resp->set_buffer_bytes(bytes);
+    resp->set_draining(daemon_->draining());
+    resp->set_ops_completed(daemon_->executor().ops_completed());
+    resp->set_ops_failed(daemon_->executor().ops_failed());
+    resp->set_data_socket(daemon_->options().data_socket);
+    resp->set_metrics_address(daemon_->metrics().address());
+  }
+
+  Daemon* const daemon_;
+  const bool trusted_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> MakeAdminService(Daemon* daemon, bool trusted) {
+  return std::make_unique<AdminService>(daemon, trusted);
+}
+
+}  // namespace kd

@@ -1,0 +1,373 @@
+// The data plane: sessions, buffers and ops, as trainer processes call them.
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "kerneld/kernels/status_macros.h"
+#include "kerneld/server/proto_convert.h"
+#include "server/rpc_call.h"
+#include "server/services.h"
+
+namespace kd {
+namespace {
+
+
+
+// The OpenSession stream. It carries the session id in its first message and then stays open:
+// when it ends for any reason (client cancel, client death, daemon shutdown) the session is
+// closed, and when the session ends first (CloseSession, lease expiry) the stream is finished.
+class SessionStream : public grpc::ServerWriteReactor<v1::SessionEvent> {
+ public:
+  SessionStream(Daemon* daemon, std::shared_ptr<Session> session, std::string backend)
+      : daemon_(daemon), session_id_(session->id()), state_(std::make_shared<State>()) {
+    state_->reactor = this;
+    first_.set_session_id(session->id());
+    first_.set_backend(std::move(backend));
+    first_.set_lease_seconds(session->lease_seconds());
+    session->SetEndHook([state = state_](const std::string& reason) { End(state, reason); });
+    state_->write_in_flight = true;
+    StartWrite(&first_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->write_in_flight = false;
+      if (state_->finish_pending) {
+        state_->finish_pending = false;
+        finish = true;
+      }
+    }
+    if (finish) {
+      Finish(grpc::Status::OK);
+    } else if (!ok) {
+      End(state_, "the stream could not be written");
+    }
+  }
+
+  void OnCancel() override {
+    daemon_->sessions().Close(session_id_, "the client went away").IgnoreError();
+    End(state_, "cancelled");
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->reactor = nullptr;
+    }
+    daemon_->sessions().Close(session_id_, "the session stream ended").IgnoreError();
+    delete this;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    SessionStream* reactor = nullptr;  // null once OnDone ran
+    bool finished = false;
+    bool write_in_flight = false;
+    bool finish_pending = false;
+  };
+
+  // Finishes the stream once, whichever side ends first. OnDone cannot run before Finish is
+  // called, and only the caller that flips `finished` calls it, so `r` stays valid.
+  static void End(const std::shared_ptr<State>& state, const std::string& reason) {
+    SessionStream* r;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->reactor == nullptr || state->finished) return;
+      state->finished = true;
+      if (state->write_in_flight) {
+        state->finish_pending = true;
+        return;
+      }
+      r = state->reactor;
+    }
+    r->Finish(grpc::Status::OK);
+  }
+
+  Daemon* const daemon_;
+  const std::string session_id_;
+  std::shared_ptr<State> state_;
+  v1::SessionEvent first_;
+};
+
+class DataPlaneService final : public v1::DataPlane::CallbackService {
+ public:
+  explicit DataPlaneService(Daemon* daemon) : daemon_(daemon) {}
+
+  grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
+      grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req) override {
+    const auto start = absl::Now();
+    auto fail = [&](const absl::Status& s) {
+      daemon_->metrics().ObserveRpc("OpenSession", absl::StatusCodeToString(s.code()),
+                                    absl::ToDoubleSeconds(absl::Now() - start));
+      class Failed : public grpc::ServerWriteReactor<v1::SessionEvent> {
+       public:
+        explicit Failed(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+        void OnDone() override { delete this; }
+      };
+      return new Failed(s);
+    };
+    if (daemon_->draining()) return fail(absl::UnavailableError("the daemon is draining"));
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        daemon_->sessions().Open(req->client_name(), req->lease_seconds());
+    if (!session.ok()) return fail(session.status());
+    daemon_->metrics().ObserveRpc("OpenSession", "OK", absl::ToDoubleSeconds(absl::Now() - start));
+    return new SessionStream(daemon_, *std::move(session),
+                             std::string(daemon_->backends().Default()->name()));
+  }
+
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx,
+                                         const v1::CloseSessionRequest* req,
+                                         v1::CloseSessionResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "CloseSession", ctx);
+    absl::StatusOr<uint32_t> released =
+        daemon_->sessions().Close(req->session_id(), "closed by the client");
+    if (!released.ok()) return call.Finish(released.status());
+    resp->set_buffers_released(*released);
+    return call.Finish(absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* RegisterBuffer(grpc::CallbackServerContext* ctx,
+                                           const v1::RegisterBufferRequest* req,
+                                           v1::RegisterBufferResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "RegisterBuffer", ctx);
+    return call.Finish(DoRegister(*req, resp));
+  }
+
+  grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
+                                           const v1::AllocateBufferRequest* req,
+                                           v1::AllocateBufferResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "AllocateBuffer", ctx);
+    return call.Finish(DoAllocate(*req, resp));
+  }
+
+  grpc::ServerUnaryReactor* ReleaseBuffer(grpc::CallbackServerContext* ctx,
+                                          const v1::ReleaseBufferRequest* req,
+                                          v1::ReleaseBufferResponse*) override {
+    RpcCall call(&daemon_->metrics(), "ReleaseBuffer", ctx);
+    absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Find(req->session_id());
+    if (!session.ok()) return call.Finish(session.status());
+    return call.Finish(daemon_->sessions().Release(**session, req->buffer_id()));
+  }
+
+  grpc::ServerUnaryReactor* Quantize(grpc::CallbackServerContext* ctx,
+                                     const v1::QuantizeRequest* req,
+                                     v1::OpResponse* resp) override {
+    return RunOps(RpcCall(&daemon_->metrics(), "Quantize", ctx), req->session_id(),
+                  req->completion(), 1,
+                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+                    KD_ASSIGN_OR_RETURN(Op op, b.Quantize(req->op()));
+                    ops.push_back(std::move(op));
+                    return absl::OkStatus();
+                  },
+                  [resp](double s) { resp->set_kernel_seconds(s); });
+  }
+
+  grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* ctx, const v1::GemmRequest* req,
+                                 v1::OpResponse* resp) override {
+    return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(),
+                  req->completion(), 1,
+                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+                    KD_ASSIGN_OR_RETURN(Op op, b.Gemm(req->op()));
+                    ops.push_back(std::move(op));
+                    return absl::OkStatus();
+                  },
+                  [resp](double s) { resp->set_kernel_seconds(s); });
+  }
+
+  grpc::ServerUnaryReactor* Pad(grpc::CallbackServerContext* ctx, const v1::PadRequest* req,
+                                v1::OpResponse* resp) override {
+    return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(),
+                  1,
+                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+                    KD_ASSIGN_OR_RETURN(Op op, b.Pad(req->op()));
+                    ops.push_back(std::move(op));
+                    return absl::OkStatus();
+                  },
+                  [resp](double s) { resp->set_kernel_seconds(s); });
+  }
+
+  grpc::ServerUnaryReactor* Unpad(grpc::CallbackServerContext* ctx, const v1::UnpadRequest* req,
+                                  v1::OpResponse* resp) override {
+    return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(),
+                  req->completion(), 1,
+                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+                    KD_ASSIGN_OR_RETURN(Op op, b.Unpad(req->op()));
+                    ops.push_back(std::move(op));
+                    return absl::OkStatus();
+                  },
+                  [resp](double s) { resp->set_kernel_seconds(s); });
+  }
+
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
+                                   v1::SubmitResponse* resp) override {
+    return RunOps(RpcCall(&daemon_->metrics(), "Submit", ctx), req->session_id(),
+                  req->completion(), req->ops_size(),
+                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+                    for (int i = 0; i < req->ops_size(); ++i) {
+                      absl::StatusOr<Op> op = b.Any(req->ops(i));
+                      if (!op.ok()) {
+                        return PrefixStatus(OpPrefix(i, req->ops(i)), op.status());
+                      }
+                      ops.push_back(*std::move(op));
+                    }
+                    return absl::OkStatus();
+                  },
+                  [resp](double s) { resp->set_kernel_seconds(s); });
+  }
+
+ private:
+  static std::string OpPrefix(int i, const v1::Op& op) {
+    const char* kind = op.has_quantize() ? "quantize" : op.has_gemm() ? "gemm" : op.has_pad() ? "pad" : op.has_unpad() ? "unpad" : "";
+    return *kind ? absl::StrCat("ops[", i, "].", kind, ".") : absl::StrCat("ops[", i, "].");
+  }
+
+  absl::Status DoRegister(const v1::RegisterBufferRequest& req, v1::RegisterBufferResponse* resp) {
+    if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, daemon_->sessions().Find(req.session_id()));
+    MemoryHandle handle;
+    handle.size = req.size();
+    Backend* backend = nullptr;
+    switch (req.source_case()) {
+      case v1::RegisterBufferRequest::kShmName:
+        backend = daemon_->backends().Get(BackendKind::kCpu);
+        handle.shm_name = req.shm_name();
+        break;
+      case v1::RegisterBufferRequest::kIpc: {
+        const v1::IpcMemHandle& ipc = req.ipc();
+        if (ipc.kind() != v1::IpcMemHandle::CUDA && ipc.kind() != v1::IpcMemHandle::HIP) {
+          return absl::InvalidArgumentError(absl::StrCat("ipc.kind=", ipc.kind(), " must be CUDA or HIP"));
+        }
+        const BackendKind kind = ipc.kind() == v1::IpcMemHandle::CUDA ? BackendKind::kCuda : BackendKind::kHip;
+        backend = daemon_->backends().Get(kind);
+        if (backend == nullptr) {
+          return absl::FailedPreconditionError(absl::StrCat("ipc.kind=", BackendName(kind), " but this daemon has no ", BackendName(kind), " backend"));
+        }
+        if (ipc.device() < 0 || ipc.device() >= backend->DeviceCount()) {
+          return absl::InvalidArgumentError(absl::StrCat("ipc.device=", ipc.device(), " must be in [0, ", backend->DeviceCount(), ")"));
+        }
+        handle.ipc_handle = ipc.handle();
+        handle.offset = ipc.offset();
+        handle.device = ipc.device();
+        break;
+      }
+      case v1::RegisterBufferRequest::SOURCE_NOT_SET:
+        return absl::InvalidArgumentError("source is not set (one of shm_name, ipc)");
+    }
+    KD_ASSIGN_OR_RETURN(BufferEntry entry, daemon_->sessions().Register(*session, *backend, handle));
+    resp->set_buffer_id(entry.id);
+    resp->set_size(entry.region->size());
+    resp->set_backend(std::string(backend->name()));
+    resp->set_device(entry.region->loc().device);
+    return absl::OkStatus();
+  }
+
+  absl::Status DoAllocate(const v1::AllocateBufferRequest& req, v1::AllocateBufferResponse* resp) {
+    if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, daemon_->sessions().Find(req.session_id()));
+    Backend* backend = req.backend().empty() ? daemon_->backends().Default()
+                                             : daemon_->backends().GetByName(req.backend());
+    if (backend == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("backend=\"", req.backend(), "\" is not a backend of this daemon"));
+    }
+    if (req.device() < 0 || req.device() >= backend->DeviceCount()) {
+      return absl::InvalidArgumentError(absl::StrCat("device=", req.device(), " must be in [0, ", backend->DeviceCount(), ")"));
+    }
+    if (req.size() == 0) return absl::InvalidArgumentError("size=0 must be > 0");
+    KD_ASSIGN_OR_RETURN(auto allocated, daemon_->sessions().Allocate(*session, *backend, req.device(), req.size()));
+    const auto& [entry, handle] = allocated;
+    resp->set_buffer_id(entry.id);
+    resp->set_size(entry.region->size());
+    if (!handle.shm_name.empty()) {
+      resp->set_shm_name(handle.shm_name);
+    } else {
+      v1::IpcMemHandle* ipc = resp->mutable_ipc();
+      ipc->set_kind(backend->kind() == BackendKind::kHip ? v1::IpcMemHandle::HIP : v1::IpcMemHandle::CUDA);
+      ipc->set_handle(handle.ipc_handle);
+      ipc->set_offset(handle.offset);
+      ipc->set_device(handle.device);
+    }
+    return absl::OkStatus();
+  }
+
+  // Opens (or reuses) an IPC event handle for the session.
+  absl::StatusOr<std::shared_ptr<Event>> SessionEvent(Session& session, Backend& backend, int device,
+                                                      const std::string& handle, absl::string_view field) {
+    if (std::shared_ptr<Event> cached = session.CachedEvent(handle)) return cached;
+    absl::StatusOr<std::unique_ptr<Event>> event = backend.OpenEvent(device, handle);
+    if (absl::IsUnimplemented(event.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(field, " is set but the tensors are on the ", backend.name(), " backend, which has no IPC events: ", event.status().message()));
+    }
+    if (!event.ok()) return PrefixStatus(absl::StrCat(field, ": "), event.status());
+    std::shared_ptr<Event> shared = *std::move(event);
+    session.CacheEvent(handle, shared);
+    return shared;
+  }
+
+  using BuildFn = std::function<absl::Status(OpBinder&, std::vector<Op>&)>;
+
+  grpc::ServerUnaryReactor* RunOps(RpcCall call, const std::string& session_id,
+                                   const v1::Completion& completion, int op_count, BuildFn build,
+                                   std::function<void(double)> set_seconds) {
+    if (daemon_->draining()) return call.Finish(absl::UnavailableError("the daemon is draining"));
+    if (op_count > static_cast<int>(daemon_->options().max_batch_ops)) {
+      return call.Finish(absl::ResourceExhaustedError(absl::StrCat("ops has ", op_count, " entries; the limit is --max_batch_ops=", daemon_->options().max_batch_ops)));
+    }
+    absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Find(session_id);
+    if (!session.ok()) return call.Finish(session.status());
+    OpBinder binder(**session);
+    ExecBatch batch;
+    absl::Status s = build(binder, batch.ops);
+    if (!s.ok()) return call.Finish(s);
+    for (size_t i = 0; i < batch.ops.size(); ++i) {
+      const std::string prefix = op_count > 1 || batch.ops.size() > 1 ? absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), ".") : "";
+      s = Validate(batch.ops[i]);
+      if (s.ok()) s = binder.backend()->Supports(batch.ops[i]);
+      if (!s.ok()) return call.Finish(PrefixStatus(prefix, s));
+    }
+    if (completion.mode() < 0 || completion.mode() > v1::Completion::Mode_MAX) {
+      return call.Finish(absl::InvalidArgumentError(absl::StrCat("completion.mode=", completion.mode(), " is not a known value")));
+    }
+    if (batch.ops.empty()) {  // a round trip: nothing to run
+      set_seconds(0.0);
+      return call.Finish(absl::OkStatus());
+    }
+    batch.backend = binder.backend();
+    batch.device = binder.device();
+    batch.async = completion.mode() == v1::Completion::ASYNC;
+    if (batch.async && completion.signal_event().empty()) {
+      return call.Finish(absl::InvalidArgumentError("completion.signal_event is required with ASYNC completion"));
+    }
+    if (!completion.wait_event().empty()) {
+      absl::StatusOr<std::shared_ptr<Event>> e = SessionEvent(**session, *batch.backend, batch.device, completion.wait_event(), "completion.wait_event");
+      if (!e.ok()) return call.Finish(e.status());
+      batch.wait_event = *std::move(e);
+    }
+    if (!completion.signal_event().empty()) {
+      absl::StatusOr<std::shared_ptr<Event>> e = SessionEvent(**session, *batch.backend, batch.device, completion.signal_event(), "completion.signal_event");
+      if (!e.ok()) return call.Finish(e.status());
+      batch.signal_event = *std::move(e);
+    }
+    batch.keep_alive = binder.TakeRegions();
+    batch.done = [call, set_seconds = std::move(set_seconds)](absl::Status status, double seconds) {
+      if (status.ok()) set_seconds(seconds);
+      call.Finish(status);
+    };
+    // The reactor is finished from the executor's thread; this callback returns now.
+    daemon_->executor().Submit(std::move(batch));
+    return call.reactor();
+  }
+
+  Daemon* const daemon_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> MakeDataPlaneService(Daemon* daemon) {
+  return std::make_unique<DataPlaneService>(daemon);
+}
+
+}  // namespace kd

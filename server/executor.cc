@@ -1,0 +1,107 @@
+#include "kerneld/server/executor.h"
+
+#include "absl/strings/str_cat.h"
+#include "kerneld/kernels/status_macros.h"
+
+namespace kd {
+
+Executor::Executor(BackendRegistry* backends, Metrics* metrics)
+    : backends_(backends), metrics_(metrics) {}
+
+Executor::~Executor() {
+  for (auto& q : queues_) {
+    {
+      std::lock_guard<std::mutex> lock(q->mu);
+      q->stop = true;
+    }
+    q->cv.notify_all();
+  }
+  for (auto& q : queues_) {
+    if (q->thread.joinable()) q->thread.join();
+  }
+}
+
+absl::Status Executor::Start() {
+  for (Backend* backend : backends_->All()) {
+    for (int d = 0; d < backend->DeviceCount(); ++d) {
+      auto q = std::make_unique<Queue>();
+      q->backend = backend;
+      q->device = d;
+      q->label = absl::StrCat(backend->name(), ":", d);
+      KD_ASSIGN_OR_RETURN(q->stream, backend->CreateStream(d));
+      q->depth = &metrics_->QueueDepth(q->label);
+      queues_.push_back(std::move(q));
+    }
+  }
+  for (auto& q : queues_) q->thread = std::thread([this, raw = q.get()] { Serve(raw); });
+  return absl::OkStatus();
+}
+
+void Executor::Submit(ExecBatch batch) {
+  for (auto& q : queues_) {
+    if (q->backend == batch.backend && q->device == batch.device) {
+      {
+        std::lock_guard<std::mutex> lock(q->mu);
+        q->pending.push_back(std::move(batch));
+      }
+      q->depth->Increment();
+      q->cv.notify_one();
+      return;
+    }
+  }
+  batch.done(absl::InternalError(absl::StrCat("no queue for ", batch.backend->name(), ":",
+                                              batch.device)),
+             0.0);
+}
+
+void Executor::Serve(Queue* q) {
+  for (;;) {
+    ExecBatch batch;
+    {
+      std::unique_lock<std::mutex> lock(q->mu);
+      q->cv.wait(lock, [q] { return q->stop || !q->pending.empty(); });
+      if (q->pending.empty()) return;  // stopping, and nothing left to run
+      batch = std::move(q->pending.front());
+      q->pending.pop_front();
+    }
+    q->depth->Decrement();
+    RunBatch(q, batch);
+  }
+}
+
+void Executor::RunBatch(Queue* q, ExecBatch& batch) {
+  // Kernel times may arrive after `done` (GPU backends deliver them from their own thread), so
+  // the accumulator is shared.
+  auto total = std::make_shared<std::atomic<double>>(0.0);
+  auto finish = [&](absl::Status status) {
+    if (status.ok()) ops_completed_ += batch.ops.size();
+    else ++ops_failed_;
+    batch.done(status, total->load());
+  };
+  if (batch.wait_event) {
+    absl::Status s = q->backend->StreamWaitEvent(*q->stream, *batch.wait_event);
+    if (!s.ok()) return finish(PrefixStatus("completion.wait_event: ", s));
+  }
+  for (size_t i = 0; i < batch.ops.size(); ++i) {
+    const Op& op = batch.ops[i];
+    KernelTimingFn on_timed =
+        [metrics = metrics_, total, name = std::string(OpName(op)),
+         variant = OpVariantLabel(op), dtype = OpDTypeLabel(op), device = q->label,
+         shape_class = std::string(OpShapeClass(op))](double seconds) {
+          metrics->ObserveKernel(name, variant, dtype, device, shape_class, seconds);
+          double cur = total->load();
+          while (!total->compare_exchange_weak(cur, cur + seconds)) {
+          }
+        };
+    absl::Status s = q->backend->Run(op, *q->stream, std::move(on_timed));
+    if (!s.ok()) {
+      return finish(batch.ops.size() > 1 ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s) : s);
+    }
+  }
+  if (batch.async) {
+    return finish(q->backend->RecordEvent(*q->stream, *batch.signal_event));
+  }
+  finish(q->backend->Synchronize(*q->stream));
+}
+
+}  // namespace kd

@@ -1,0 +1,73 @@
+// kerneld: the per-node FP8 kernel daemon. See README.md for how to run it.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "kerneld/server/daemon.h"
+#include "server/log.h"
+
+ABSL_FLAG(std::string, socket, "/run/kerneld/kerneld.sock",
+          "Unix socket of the data plane (mode 0660), the one trainer processes connect to.");
+ABSL_FLAG(std::string, socket_group, "", "Group that owns the data socket (empty: unchanged).");
+ABSL_FLAG(std::string, admin_socket, "/run/kerneld/admin.sock",
+          "Unix socket of the admin plane (mode 0600), the one kctl connects to.");
+ABSL_FLAG(std::string, tcp_address, "",
+          "Also serve the data plane on this TCP address (opt-in, insecure, e.g. 127.0.0.1:7070).");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "host:port of the Prometheus /metrics endpoint; port 0 picks a free one; empty: off.");
+ABSL_FLAG(std::string, backend, "auto",
+          "Default backend: auto (a GPU when one is found, else cpu), cpu, cuda, hip.");
+ABSL_FLAG(int, cpu_threads, 0, "Threads of the CPU backend (0: one per core).");
+ABSL_FLAG(uint64_t, device_pool_cap_bytes, 0, "Cap of each GPU's memory pool (0: no cap).");
+ABSL_FLAG(uint32_t, max_sessions, 1024, "Most sessions open at once.");
+ABSL_FLAG(uint32_t, max_buffers_per_session, 4096, "Most buffers one session may hold.");
+ABSL_FLAG(uint64_t, max_session_bytes, uint64_t{64} << 30,
+          "Most bytes one session may allocate from the daemon's pools.");
+ABSL_FLAG(uint32_t, max_lease_seconds, 3600, "Cap on the lease a session may ask for.");
+ABSL_FLAG(uint32_t, max_batch_ops, 256, "Most ops in one Submit.");
+ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("kerneld: serves FP8 quantize, gemm and pad kernels over gRPC.");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the stop signals before any thread starts, so that only sigwait below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  kd::DaemonOptions options;
+  options.data_socket = absl::GetFlag(FLAGS_socket);
+  options.socket_group = absl::GetFlag(FLAGS_socket_group);
+  options.admin_socket = absl::GetFlag(FLAGS_admin_socket);
+  options.tcp_address = absl::GetFlag(FLAGS_tcp_address);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.backends.preferred = absl::GetFlag(FLAGS_backend);
+  options.backends.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.backends.device_pool_cap_bytes = absl::GetFlag(FLAGS_device_pool_cap_bytes);
+  options.limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.limits.max_buffers_per_session = absl::GetFlag(FLAGS_max_buffers_per_session);
+  options.limits.max_allocated_bytes_per_session = absl::GetFlag(FLAGS_max_session_bytes);
+  options.limits.max_lease_seconds = absl::GetFlag(FLAGS_max_lease_seconds);
+  options.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+
+  kd::Daemon daemon(options);
+  if (absl::Status s = daemon.Start(); !s.ok()) {
+    kd::Log("cannot start: %s", s.ToString().c_str());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  kd::Log("signal %d: shutting down", sig);
+  daemon.Shutdown(absl::Seconds(5));
+  kd::Log("stopped");
+  return 0;
+}

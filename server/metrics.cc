@@ -1,0 +1,112 @@
+#include "kerneld/server/metrics.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace kd {
+namespace {
+
+// 1 µs .. ~33 s, x2 per bucket: kernels span microseconds (small quantize) to seconds (CPU gemm).
+prometheus::Histogram::BucketBoundaries KernelBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1e-6; v < 40.0; v *= 2) b.push_back(v);
+  return b;
+}
+
+// 10 µs .. ~40 s.
+prometheus::Histogram::BucketBoundaries RpcBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1e-5; v < 50.0; v *= 2) b.push_back(v);
+  return b;
+}
+
+}  // namespace
+
+Metrics::Metrics(const std::string& version, const std::string& backends)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  kernel_duration_ = &prometheus::BuildHistogram()
+                          .Name("kerneld_kernel_duration_seconds")
+                          .Help("Time of each kernel on its device, from device events or the host clock.")
+                          .Register(*registry_);
+  rpc_duration_ = &prometheus::BuildHistogram()
+                       .Name("kerneld_rpc_duration_seconds")
+                       .Help("Time from receiving an RPC to finishing it, by method.")
+                       .Register(*registry_);
+  rpc_requests_ = &prometheus::BuildCounter()
+                       .Name("kerneld_rpc_requests_total")
+                       .Help("RPCs finished, by method and status code.")
+                       .Register(*registry_);
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("kerneld_queue_depth")
+                      .Help("Ops accepted and not yet started, by device.")
+                      .Register(*registry_);
+  device_memory_ = &prometheus::BuildGauge()
+                        .Name("kerneld_device_memory_bytes")
+                        .Help("Memory the daemon holds, by device and state (used, pooled, imported).")
+                        .Register(*registry_);
+  sessions_active_ = &prometheus::BuildGauge()
+                          .Name("kerneld_sessions_active")
+                          .Help("Open client sessions.")
+                          .Register(*registry_)
+                          .Add({});
+  buffers_registered_ = &prometheus::BuildGauge()
+                             .Name("kerneld_buffers_registered")
+                             .Help("Buffers held by all sessions (registered or allocated).")
+                             .Register(*registry_)
+                             .Add({});
+  ipc_handles_open_ = &prometheus::BuildGauge()
+                           .Name("kerneld_ipc_handles_open")
+                           .Help("Client memory mappings open (IPC handles and shm objects).")
+                           .Register(*registry_)
+                           .Add({});
+  prometheus::BuildGauge()
+      .Name("kerneld_build_info")
+      .Help("Constant 1, labelled with the version and the backends found.")
+      .Register(*registry_)
+      .Add({{"version", version}, {"backends", backends}})
+      .Set(1);
+}
+
+absl::Status Metrics::Serve(const std::string& address) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("metrics_address=", address, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  const auto ports = exposer_->GetListeningPorts();
+  const std::string host = address.substr(0, address.rfind(':'));
+  address_ = ports.empty() ? address : absl::StrCat(host, ":", ports.front());
+  return absl::OkStatus();
+}
+
+void Metrics::ObserveKernel(absl::string_view op, absl::string_view variant,
+                            absl::string_view dtype, absl::string_view device,
+                            absl::string_view shape_class, double seconds) {
+  static const prometheus::Histogram::BucketBoundaries kKernelBuckets = KernelBuckets();
+  kernel_duration_
+      ->Add({{"op", std::string(op)},
+             {"variant", std::string(variant)},
+             {"dtype", std::string(dtype)},
+             {"device", std::string(device)},
+             {"shape_class", std::string(shape_class)}},
+            kKernelBuckets)
+      .Observe(seconds);
+}
+
+void Metrics::ObserveRpc(absl::string_view method, absl::string_view code, double seconds) {
+  static const prometheus::Histogram::BucketBoundaries kRpcBuckets = RpcBuckets();
+  rpc_duration_->Add({{"method", std::string(method)}}, kRpcBuckets).Observe(seconds);
+  rpc_requests_->Add({{"method", std::string(method)}, {"code", std::string(code)}}).Increment();
+}
+
+prometheus::Gauge& Metrics::QueueDepth(absl::string_view device) {
+  return queue_depth_->Add({{"device", std::string(device)}});
+}
+
+void Metrics::SetDeviceMemory(absl::string_view device, absl::string_view state, double bytes) {
+  device_memory_->Add({{"device", std::string(device)}, {"state", std::string(state)}}).Set(bytes);
+}
+
+}  // namespace kd

@@ -16,9 +16,10 @@ const std::vector<Command>& Commands() {
       {"status", "status [--json]",
        "backends, devices and memory, sessions and their buffers, uptime, version",
        {"json"}, &RunStatus},
-      {"health", "health [--socket=PATH] [--service=NAME]",
-       "health check of the data socket ($KERNELD_SOCKET); exit 0 when SERVING",
-       {"socket", "service"}, &RunHealth},
+      {"health", "health [--socket=PATH] [--service=NAME] [--liveness]",
+       "health check of the data socket ($KERNELD_SOCKET): exit 0 when SERVING, or with "
+       "--liveness whenever the daemon answers (draining included)",
+       {"socket", "service", "liveness"}, &RunHealth},
   };
   return *kCommands;
 }

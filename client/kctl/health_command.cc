@@ -23,6 +23,8 @@ int RunHealth(CommandContext& ctx) {
     return kExitFailure;
   }
   *ctx.out << client::HealthStateName(*state) << "\n";
+  // A draining daemon answers NOT_SERVING: not ready for new work, but alive.
+  if (ctx.Has("liveness")) return kExitOk;
   return *state == client::HealthState::kServing ? kExitOk : kExitFailure;
 }
 

@@ -1,0 +1,423 @@
+#include "kerneld/client/client.h"
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/channel.h"
+#include "kerneld/client/status.h"
+
+namespace kd {
+namespace client {
+
+std::string NormalizeTarget(absl::string_view target) {
+  if (target.empty()) return absl::StrCat("unix:", kDefaultDataSocket);
+  for (absl::string_view scheme : {"unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(target, scheme)) return std::string(target);
+  }
+  if (absl::StrContains(target, "://")) return std::string(target);
+  return absl::StrCat("unix:", target);
+}
+
+// The open OpenSession stream. A background thread reads it: first the message with the
+// session id, then (normally nothing until) the last message with the reason the session
+// ended, then the final status.
+class Client::SessionStream {
+ public:
+  SessionStream(v1::DataPlane::Stub* stub, const v1::OpenSessionRequest& request)
+      : reader_(stub->OpenSession(&context_, request)), thread_([this] { ReadLoop(); }) {}
+
+  // Cancels the stream (ending the session on the daemon side) and joins the reader.
+  ~SessionStream() {
+    context_.TryCancel();
+    thread_.join();
+  }
+
+  // The first message, or the status the stream ended with before sending one.
+  absl::StatusOr<v1::SessionEvent> WaitFirst(absl::Duration timeout) {
+    if (!first_.WaitForNotificationWithTimeout(timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kerneld sent no session id within ", absl::FormatDuration(timeout)));
+    }
+    absl::MutexLock lock(&mu_);
+    if (!have_first_) return final_status_;
+    return first_event_;
+  }
+
+  absl::Status Status() const {
+    absl::MutexLock lock(&mu_);
+    if (!finished_) return absl::OkStatus();
+    if (final_status_.ok()) {
+      return absl::CancelledError(end_reason_.empty() ? "session ended" : end_reason_);
+    }
+    if (end_reason_.empty()) return final_status_;
+    return absl::Status(final_status_.code(),
+                        absl::StrCat(end_reason_, " (", final_status_.message(), ")"));
+  }
+
+ private:
+  void ReadLoop() {
+    v1::SessionEvent event;
+    if (reader_->Read(&event)) {
+      {
+        absl::MutexLock lock(&mu_);
+        first_event_ = event;
+        have_first_ = true;
+      }
+      first_.Notify();
+      while (reader_->Read(&event)) {
+        if (!event.reason().empty()) {
+          absl::MutexLock lock(&mu_);
+          end_reason_ = event.reason();
+        }
+      }
+      Finish();
+    } else {
+      Finish();
+      first_.Notify();
+    }
+  }
+
+  void Finish() {
+    absl::Status status = FromGrpcStatus(reader_->Finish());
+    absl::MutexLock lock(&mu_);
+    final_status_ = std::move(status);
+    finished_ = true;
+  }
+
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader_;
+  absl::Notification first_;
+  mutable absl::Mutex mu_;
+  v1::SessionEvent first_event_ ABSL_GUARDED_BY(mu_);
+  bool have_first_ ABSL_GUARDED_BY(mu_) = false;
+  std::string end_reason_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  // Last: started after every member it uses is constructed.
+  std::thread thread_;
+
+ public:
+  // Filled from the first message by OpenSession.
+  std::string id;
+  std::string backend;
+  uint32_t lease_seconds = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(absl::string_view target,
+                                                        const ClientOptions& options) {
+  std::string normalized = NormalizeTarget(target);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      internal::ConnectChannel(normalized, options.connect_timeout, options.channel_tag);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<Client>(new Client(std::move(normalized), options, *std::move(channel)));
+}
+
+Client::Client(std::string target, const ClientOptions& options,
+               std::shared_ptr<grpc::Channel> channel)
+    : target_(std::move(target)),
+      options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::DataPlane::NewStub(channel_)) {}
+
+Client::~Client() = default;
+
+absl::Status Client::OpenSession(absl::string_view client_name, uint32_t lease_seconds) {
+  if (session_ != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session_->id, " is already open; close it first"));
+  }
+  v1::OpenSessionRequest request;
+  request.set_client_name(std::string(client_name));
+  request.set_lease_seconds(lease_seconds);
+  auto stream = std::make_unique<SessionStream>(stub_.get(), request);
+  absl::StatusOr<v1::SessionEvent> first = stream->WaitFirst(options_.connect_timeout);
+  if (!first.ok()) return first.status();
+  if (first->session_id().empty()) {
+    return absl::InternalError("kerneld's first session message carries no session_id");
+  }
+  stream->id = first->session_id();
+  stream->backend = first->backend();
+  stream->lease_seconds = first->lease_seconds();
+  session_ = std::move(stream);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Client::CloseSession() {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::CloseSessionRequest request;
+  request.set_session_id(session_->id);
+  v1::CloseSessionResponse response;
+  grpc::ClientContext context;
+  internal::SetTimeout(context, options_.control_timeout);
+  const grpc::Status status = stub_->CloseSession(&context, request, &response);
+  session_.reset();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.buffers_released();
+}
+
+const std::string& Client::session_id() const {
+  static const std::string* const kEmpty = new std::string;
+  return session_ ? session_->id : *kEmpty;
+}
+
+const std::string& Client::backend() const {
+  static const std::string* const kEmpty = new std::string;
+  return session_ ? session_->backend : *kEmpty;
+}
+
+uint32_t Client::lease_seconds() const { return session_ ? session_->lease_seconds : 0; }
+
+absl::Status Client::SessionStatus() const {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  return session_->Status();
+}
+
+absl::Status Client::RequireSession() const {
+  if (session_ == nullptr) {
+    return absl::FailedPreconditionError("no open session: call OpenSession first");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RegisterBufferResponse> Client::RegisterShm(absl::string_view shm_name,
+                                                               uint64_t size) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::RegisterBufferRequest request;
+  request.set_session_id(session_->id);
+  request.set_shm_name(std::string(shm_name));
+  request.set_size(size);
+  v1::RegisterBufferResponse response;
+  grpc::ClientContext context;
+  internal::SetTimeout(context, options_.control_timeout);
+  const grpc::Status status = stub_->RegisterBuffer(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<uint64_t> Client::RegisterBuffer(ShmBuffer& buffer) {
+  if (!buffer.valid()) return absl::InvalidArgumentError("buffer is not mapped");
+  if (buffer.buffer_id() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer ", buffer.name(), " is already registered as id ", buffer.buffer_id()));
+  }
+  absl::StatusOr<v1::RegisterBufferResponse> response = RegisterShm(buffer.name(), buffer.size());
+  if (!response.ok()) return response.status();
+  buffer.set_buffer_id(response->buffer_id());
+  return response->buffer_id();
+}
+
+absl::StatusOr<v1::AllocateBufferResponse> Client::AllocateBufferRaw(uint64_t size,
+                                                                     absl::string_view backend,
+                                                                     int device) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::AllocateBufferRequest request;
+  request.set_session_id(session_->id);
+  request.set_size(size);
+  request.set_backend(std::string(backend));
+  request.set_device(device);
+  v1::AllocateBufferResponse response;
+  grpc::ClientContext context;
+  internal::SetTimeout(context, options_.control_timeout);
+  const grpc::Status status = stub_->AllocateBuffer(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<ShmBuffer> Client::AllocateBuffer(uint64_t size, absl::string_view backend,
+                                                 int device) {
+  absl::StatusOr<v1::AllocateBufferResponse> response =
+      AllocateBufferRaw(size, backend, device);
+  if (!response.ok()) return response.status();
+  if (response->handle_case() != v1::AllocateBufferResponse::kShmName) {
+    // The daemon holds the allocation; hand it back rather than leak it until the session ends.
+    ReleaseBuffer(response->buffer_id()).IgnoreError();
+    return absl::UnimplementedError(
+        "the daemon allocated device memory (an IPC handle), which is not host-mappable; use "
+        "AllocateBufferRaw");
+  }
+  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Map(response->shm_name(), response->size());
+  if (!buffer.ok()) {
+    ReleaseBuffer(response->buffer_id()).IgnoreError();
+    return buffer.status();
+  }
+  buffer->set_buffer_id(response->buffer_id());
+  return buffer;
+}
+
+absl::Status Client::ReleaseBuffer(uint64_t buffer_id) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::ReleaseBufferRequest request;
+  request.set_session_id(session_->id);
+  request.set_buffer_id(buffer_id);
+  v1::ReleaseBufferResponse response;
+  grpc::ClientContext context;
+  internal::SetTimeout(context, options_.control_timeout);
+  return FromGrpcStatus(stub_->ReleaseBuffer(&context, request, &response));
+}
+
+absl::Status Client::ReleaseBuffer(ShmBuffer& buffer) {
+  if (buffer.buffer_id() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("buffer ", buffer.name(), " is not registered"));
+  }
+  absl::Status status = ReleaseBuffer(buffer.buffer_id());
+  if (status.ok()) buffer.set_buffer_id(0);
+  return status;
+}
+
+namespace {
+
+// One unary op call: fills the session and completion, applies the op deadline, maps the reply.
+template <typename Request, typename Response, typename Call>
+absl::StatusOr<OpResult> CallOp(Request& request, const std::string& session_id,
+                                const v1::Completion& completion, absl::Duration timeout,
+                                Call call) {
+  request.set_session_id(session_id);
+  if (completion.ByteSizeLong() != 0) *request.mutable_completion() = completion;
+  Response response;
+  grpc::ClientContext context;
+  internal::SetTimeout(context, timeout);
+  const grpc::Status status = call(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  OpResult result;
+  result.kernel_seconds = response.kernel_seconds();
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
+                                          const v1::Completion& completion) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::QuantizeRequest request;
+  *request.mutable_op() = op;
+  return CallOp<v1::QuantizeRequest, v1::OpResponse>(
+      request, session_->id, completion, options_.op_timeout,
+      [this](grpc::ClientContext* c, const v1::QuantizeRequest& r, v1::OpResponse* o) {
+        return stub_->Quantize(c, r, o);
+      });
+}
+
+absl::StatusOr<OpResult> Client::Gemm(const v1::GemmOp& op, const v1::Completion& completion) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::GemmRequest request;
+  *request.mutable_op() = op;
+  return CallOp<v1::GemmRequest, v1::OpResponse>(
+      request, session_->id, completion, options_.op_timeout,
+      [this](grpc::ClientContext* c, const v1::GemmRequest& r, v1::OpResponse* o) {
+        return stub_->Gemm(c, r, o);
+      });
+}
+
+absl::StatusOr<OpResult> Client::Pad(const v1::PadOp& op, const v1::Completion& completion) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::PadRequest request;
+  *request.mutable_op() = op;
+  return CallOp<v1::PadRequest, v1::OpResponse>(
+      request, session_->id, completion, options_.op_timeout,
+      [this](grpc::ClientContext* c, const v1::PadRequest& r, v1::OpResponse* o) {
+        return stub_->Pad(c, r, o);
+      });
+}
+
+absl::StatusOr<OpResult> Client::Unpad(const v1::UnpadOp& op, const v1::Completion& completion) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::UnpadRequest request;
+  *request.mutable_op() = op;
+  return CallOp<v1::UnpadRequest, v1::OpResponse>(
+      request, session_->id, completion, options_.op_timeout,
+      [this](grpc::ClientContext* c, const v1::UnpadRequest& r, v1::OpResponse* o) {
+        return stub_->Unpad(c, r, o);
+      });
+}
+
+absl::StatusOr<OpResult> Client::Submit(absl::Span<const v1::Op> ops,
+                                        const v1::Completion& completion) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::SubmitRequest request;
+  request.mutable_ops()->Reserve(static_cast<int>(ops.size()));
+  for (const v1::Op& op : ops) *request.add_ops() = op;
+  return CallOp<v1::SubmitRequest, v1::SubmitResponse>(
+      request, session_->id, completion, options_.op_timeout,
+      [this](grpc::ClientContext* c, const v1::SubmitRequest& r, v1::SubmitResponse* o) {
+        return stub_->Submit(c, r, o);
+      });
+}
+
+v1::QuantizeOp MakeQuantizeOp(const v1::TensorRef& input, const v1::TensorRef& output,
+                              const v1::TensorRef& scales, v1::QuantGranularity granularity) {
+  v1::QuantizeOp op;
+  *op.mutable_input() = input;
+  *op.mutable_output() = output;
+  *op.mutable_scales() = scales;
+  op.set_granularity(granularity);
+  return op;
+}
+
+v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales,
+                      const v1::TensorRef& b, const v1::TensorRef& b_scales,
+                      const v1::TensorRef& d) {
+  v1::GemmOp op;
+  op.set_variant(v1::GEMM_NT);
+  *op.mutable_a() = a;
+  *op.mutable_a_scales() = a_scales;
+  *op.mutable_b() = b;
+  *op.mutable_b_scales() = b_scales;
+  *op.mutable_d() = d;
+  return op;
+}
+
+v1::PadOp MakePadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
+                    const v1::TensorRef& output, const v1::TensorRef& padded_group_ends,
+                    int32_t alignment) {
+  v1::PadOp op;
+  *op.mutable_input() = input;
+  *op.mutable_group_ends() = group_ends;
+  *op.mutable_output() = output;
+  *op.mutable_padded_group_ends() = padded_group_ends;
+  op.set_alignment(alignment);
+  return op;
+}
+
+v1::UnpadOp MakeUnpadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
+                        const v1::TensorRef& output, int32_t alignment) {
+  v1::UnpadOp op;
+  *op.mutable_input() = input;
+  *op.mutable_group_ends() = group_ends;
+  *op.mutable_output() = output;
+  op.set_alignment(alignment);
+  return op;
+}
+
+v1::Op AsOp(const v1::QuantizeOp& op) {
+  v1::Op result;
+  *result.mutable_quantize() = op;
+  return result;
+}
+v1::Op AsOp(const v1::GemmOp& op) {
+  v1::Op result;
+  *result.mutable_gemm() = op;
+  return result;
+}
+v1::Op AsOp(const v1::PadOp& op) {
+  v1::Op result;
+  *result.mutable_pad() = op;
+  return result;
+}
+v1::Op AsOp(const v1::UnpadOp& op) {
+  v1::Op result;
+  *result.mutable_unpad() = op;
+  return result;
+}
+
+}  // namespace client
+}  // namespace kd

@@ -1,0 +1,186 @@
+// The C++ client of kerneld's data plane: one connection, one session, and the calls a trainer
+// process makes (register buffers, run ops).
+//
+//   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect("/run/kerneld/kerneld.sock");
+//   absl::Status s = (*client)->OpenSession("trainer-rank0");
+//   absl::StatusOr<ShmBuffer> x = ShmBuffer::Create(bytes);
+//   absl::StatusOr<uint64_t> id = (*client)->RegisterBuffer(*x);
+//   absl::StatusOr<OpResult> r = (*client)->Quantize(MakeQuantizeOp(...));
+//
+// (checking each status; client/examples/pipeline_example.cc is a complete program).
+//
+// Every call returns absl::Status / absl::StatusOr with the daemon's canonical code and message
+// (see the error table at the top of kerneld.proto); a deadline that passes gives
+// DEADLINE_EXCEEDED, a daemon that is not there UNAVAILABLE.
+#ifndef KERNELD_CLIENT_CLIENT_H_
+#define KERNELD_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "kerneld/client/shm_buffer.h"
+#include "kerneld/v1/kerneld.grpc.pb.h"
+#include "kerneld/v1/kerneld.pb.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace kd {
+namespace client {
+
+namespace v1 = ::kerneld::v1;
+
+// The data socket the packaged daemon listens on (deploy/).
+inline constexpr char kDefaultDataSocket[] = "/run/kerneld/kerneld.sock";
+
+struct ClientOptions {
+  // Connecting the channel, and waiting for the first message of a new session.
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Session and buffer calls (CloseSession, RegisterBuffer, AllocateBuffer, ReleaseBuffer).
+  absl::Duration control_timeout = absl::Seconds(10);
+  // Ops: Quantize, Gemm, Pad, Unpad, Submit. A SYNC op replies after the kernel finished, so
+  // this bounds queueing plus kernel time.
+  absl::Duration op_timeout = absl::Seconds(60);
+  // Channels with different `channel_tag`s never share a connection; channels with the same
+  // tag to the same target may (gRPC's subchannel pool). Benchmarks use it to measure several
+  // independent connections from one process.
+  int channel_tag = 0;
+};
+
+// The result of one op call or batch.
+struct OpResult {
+  // Device time of the op(s) when the daemon knows it (SYNC completion), else 0.
+  double kernel_seconds = 0;
+};
+
+// "unix:/path" for an absolute or relative path; a target that already has a scheme ("unix:",
+// "unix-abstract:", "dns:", "ipv4:", "ipv6:" or "scheme://...") unchanged. An empty target
+// gives the default data socket.
+std::string NormalizeTarget(absl::string_view target);
+
+// A connection to the daemon's DataPlane service holding at most one session at a time.
+//
+// Thread-safety: OpenSession, CloseSession and destruction must not run concurrently with any
+// other call. Between them, every other method may be called from many threads at once.
+class Client {
+ public:
+  // Creates the channel and waits up to options.connect_timeout for it to connect.
+  // UNAVAILABLE (or DEADLINE_EXCEEDED) naming the target when no daemon answers there.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(absl::string_view target,
+                                                         const ClientOptions& options = {});
+
+  // Cancels the session stream if one is open, which ends the session on the daemon side and
+  // releases every buffer it held. Does not block on the daemon.
+  ~Client();
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Opens the OpenSession stream and waits (connect_timeout) for its first message, which
+  // carries the session id. The stream then stays open, read by a background thread, for the
+  // life of the session. lease_seconds 0: the session lives exactly as long as the stream;
+  // > 0: it also ends after that many seconds without an RPC naming it.
+  // FAILED_PRECONDITION if a session is already open; the daemon's status otherwise
+  // (e.g. UNAVAILABLE while it drains); DEADLINE_EXCEEDED if no first message came.
+  absl::Status OpenSession(absl::string_view client_name, uint32_t lease_seconds = 0);
+
+  // Ends the session: CloseSession on the daemon, then the stream is cancelled and joined.
+  // Returns how many buffers the daemon released. The local session is gone afterwards even
+  // when the RPC failed (cancelling the stream ends it on the daemon side as well).
+  // FAILED_PRECONDITION if no session is open.
+  absl::StatusOr<uint32_t> CloseSession();
+
+  bool has_session() const { return session_ != nullptr; }
+  // Empty when no session is open.
+  const std::string& session_id() const;
+  // The daemon's default backend ("cpu", "cuda") and the lease it granted, from the first
+  // session message.
+  const std::string& backend() const;
+  uint32_t lease_seconds() const;
+  // OK while the session stream is open; once the daemon ended it (lease expired, drain, daemon
+  // exit) the stream's final status, with the daemon's reason in the message when it gave one.
+  absl::Status SessionStatus() const;
+
+  // Registers `buffer` (a POSIX shm object this process mapped) with the session, records the
+  // id in `buffer` and returns it. Registers buffer.size() bytes.
+  // FAILED_PRECONDITION without a session or when `buffer` is already registered.
+  absl::StatusOr<uint64_t> RegisterBuffer(ShmBuffer& buffer);
+  // Registers `size` bytes of the shm object `shm_name`; the raw form of the call above.
+  absl::StatusOr<v1::RegisterBufferResponse> RegisterShm(absl::string_view shm_name,
+                                                         uint64_t size);
+
+  // Asks the daemon to allocate `size` bytes from its pool on `backend` (empty: its default)
+  // and maps the returned shm object. The ShmBuffer does not own the name; release it with
+  // ReleaseBuffer. UNIMPLEMENTED if the daemon answered with a GPU IPC handle (a GPU buffer is
+  // not host memory; use AllocateBufferRaw).
+  absl::StatusOr<ShmBuffer> AllocateBuffer(uint64_t size, absl::string_view backend = "",
+                                           int device = 0);
+  absl::StatusOr<v1::AllocateBufferResponse> AllocateBufferRaw(uint64_t size,
+                                                               absl::string_view backend = "",
+                                                               int device = 0);
+
+  // Releases one buffer of the session (registered or allocated). NOT_FOUND if the session
+  // holds no such buffer.
+  absl::Status ReleaseBuffer(uint64_t buffer_id);
+  // The same for `buffer`, whose id is reset to 0 on success.
+  absl::Status ReleaseBuffer(ShmBuffer& buffer);
+
+  // The ops. A default Completion is SYNC: the call returns after the op completed.
+  absl::StatusOr<OpResult> Quantize(const v1::QuantizeOp& op,
+                                    const v1::Completion& completion = {});
+  absl::StatusOr<OpResult> Gemm(const v1::GemmOp& op, const v1::Completion& completion = {});
+  absl::StatusOr<OpResult> Pad(const v1::PadOp& op, const v1::Completion& completion = {});
+  absl::StatusOr<OpResult> Unpad(const v1::UnpadOp& op, const v1::Completion& completion = {});
+  // A batch run in order; every op is validated before the first runs. An empty batch is a
+  // round trip.
+  absl::StatusOr<OpResult> Submit(absl::Span<const v1::Op> ops,
+                                  const v1::Completion& completion = {});
+
+  const ClientOptions& options() const { return options_; }
+  const std::string& target() const { return target_; }
+  // For calls this class does not wrap. Thread-safe.
+  v1::DataPlane::Stub* stub() const { return stub_.get(); }
+
+ private:
+  class SessionStream;
+
+  Client(std::string target, const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
+  absl::Status RequireSession() const;
+
+  std::string target_;
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DataPlane::Stub> stub_;
+  std::unique_ptr<SessionStream> session_;
+};
+
+// Small builders of the op messages for the common forms. TensorRefs come from
+// TensorRefBuilder / MakeTensorRef (tensor_ref.h).
+v1::QuantizeOp MakeQuantizeOp(const v1::TensorRef& input, const v1::TensorRef& output,
+                              const v1::TensorRef& scales, v1::QuantGranularity granularity);
+// D = A · Bᵀ with 1x128 scales on A and 128x128 scales on B.
+v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales,
+                      const v1::TensorRef& b, const v1::TensorRef& b_scales,
+                      const v1::TensorRef& d);
+v1::PadOp MakePadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
+                    const v1::TensorRef& output, const v1::TensorRef& padded_group_ends,
+                    int32_t alignment);
+v1::UnpadOp MakeUnpadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
+                        const v1::TensorRef& output, int32_t alignment);
+// An Op of the batch oneof holding a copy of `op`.
+v1::Op AsOp(const v1::QuantizeOp& op);
+v1::Op AsOp(const v1::GemmOp& op);
+v1::Op AsOp(const v1::PadOp& op);
+v1::Op AsOp(const v1::UnpadOp& op);
+
+}  // namespace client
+}  // namespace kd
+
+#endif  // KERNELD_CLIENT_CLIENT_H_

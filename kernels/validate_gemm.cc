@@ -1,48 +1,127 @@
-// Validation of GemmArgs. Alignment rules: K (the reduction) must be a multiple of 128, the scale
-// block; M and N may be anything (the 128x128 scales of B cover a partial last block).
+// Validation of GemmArgs, one rule per check. Shapes per variant (R is the reduction, always a
+// multiple of the 128-wide scale block; the other dimensions may be anything, the 128x128 weight
+// scales cover a partial last block):
+//   NT          a (M,R) [a_scales (M,R/128)]  b (N,R) [b_scales (ceil(N/128),R/128)]  d (M,N)
+//   NN (dgrad)  a (M,R) [a_scales (M,R/128)]  b (R,N) [b_scales (R/128,ceil(N/128))]  d (M,N)
+//   TN (wgrad)  a (M,R) [a_scales (M,R/128)]  b (N,R) [b_scales (N,R/128)]            d (M,N)
+//   M-grouped   a (T,R) [a_scales (T,R/128)]  b (E,N,R) [b_scales (E,ceil(N/128),R/128)]
+//               group_ends (E)  d (T,N)
+//   K-grouped   a (M,T) [a_scales (M,T/128)]  b (N,T) [b_scales (N,T/128)]
+//               group_ends (E)  d (E,M,N); T a multiple of 128
+// (the proto names these dimensions after the layer: for NN, a = dY (M,N) and b = W (N,K)).
+// Group end values live in memory a validator may not read (device memory): the backend reads
+// them, copies them and checks them with CheckGroupEnds (and, for K-grouped, that each end is a
+// multiple of 128) before use.
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/ops_internal.h"
 
 namespace kd {
 namespace internal {
+namespace {
+
+constexpr std::initializer_list<DType> kFp8 = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
+
+absl::Status CheckReduction(int64_t r, absl::string_view where) {
+  if (r % kQuantBlock != 0) {
+    return Invalid(where, "=", r, " (the reduction) is not a multiple of block ", kQuantBlock);
+  }
+  return absl::OkStatus();
+}
+
+bool IsGrouped(GemmVariant v) {
+  return v == GemmVariant::kMGroupedNT || v == GemmVariant::kKGroupedTN;
+}
+
+}  // namespace
 
 absl::Status ValidateGemm(const GemmArgs& a) {
-  const std::initializer_list<DType> kFp8 = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
   switch (a.variant) {
     case GemmVariant::kNT:
-      break;
     case GemmVariant::kNN:
     case GemmVariant::kTN:
     case GemmVariant::kMGroupedNT:
     case GemmVariant::kKGroupedTN:
-      return absl::UnimplementedError(absl::StrCat("gemm variant ", GemmVariantName(a.variant),
-                                                   " is not implemented yet"));
+      break;
     default:
-      return Invalid("variant=", static_cast<int>(a.variant), " is unspecified or not a known value");
+      return Invalid("variant=", static_cast<int>(a.variant),
+                     " is unspecified or not a known value");
   }
+  const GemmVariant v = a.variant;
+  const int b_rank = v == GemmVariant::kMGroupedNT ? 3 : 2;
+  const int d_rank = v == GemmVariant::kKGroupedTN ? 3 : 2;
   KD_RETURN_IF_ERROR(CheckTensor(a.a, "a", 2, kFp8));
-  KD_RETURN_IF_ERROR(CheckTensor(a.b, "b", 2, kFp8));
-  KD_RETURN_IF_ERROR(CheckTensor(a.d, "d", 2, {DType::kBF16, DType::kF32}));
+  KD_RETURN_IF_ERROR(CheckTensor(a.b, "b", b_rank, kFp8));
+  KD_RETURN_IF_ERROR(CheckTensor(a.d, "d", d_rank, {DType::kBF16, DType::kF32}));
   KD_RETURN_IF_ERROR(CheckTensor(a.a_scales, "a_scales", 2, {DType::kF32}));
-  KD_RETURN_IF_ERROR(CheckTensor(a.b_scales, "b_scales", 2, {DType::kF32}));
+  KD_RETURN_IF_ERROR(CheckTensor(a.b_scales, "b_scales", b_rank, {DType::kF32}));
   if ((a.a.dtype == DType::kE4M3FNUZ) != (a.b.dtype == DType::kE4M3FNUZ)) {
     return Invalid("a.dtype=", DTypeName(a.a.dtype), " and b.dtype=", DTypeName(a.b.dtype),
                    " mix an fnuz format with an OCP one");
   }
-  const int64_t m = a.a.shape[0], k = a.a.shape[1], n = a.b.shape[0];
-  if (a.b.shape[1] != k) {
-    return Invalid("b.shape[1]=", a.b.shape[1], " must equal a.shape[1]=", k, " (K)");
-  }
-  if (k % kQuantBlock != 0) {
-    return Invalid("a.shape[1]=", k, " (K) is not a multiple of block ", kQuantBlock);
-  }
-  KD_RETURN_IF_ERROR(CheckShape(a.a_scales, "a_scales", {m, k / kQuantBlock}));
-  KD_RETURN_IF_ERROR(CheckShape(a.b_scales, "b_scales", {CeilDiv(n, kQuantBlock), k / kQuantBlock}));
-  KD_RETURN_IF_ERROR(CheckShape(a.d, "d", {m, n}));
   if (a.accumulate && a.d.dtype != DType::kF32) {
     return Invalid("accumulate needs d.dtype=f32, got ", DTypeName(a.d.dtype));
   }
-  if (a.group_ends.present()) return Invalid("group_ends is only for the grouped variants");
+  if (!IsGrouped(v) && a.group_ends.present()) {
+    return Invalid("group_ends is only for the grouped variants, not ", GemmVariantName(v));
+  }
+
+  const int64_t m = a.a.shape[0], r = a.a.shape[1];
+  switch (v) {
+    case GemmVariant::kNT:
+    case GemmVariant::kTN: {
+      const int64_t n = a.b.shape[0];
+      if (a.b.shape[1] != r) {
+        return Invalid("b.shape[1]=", a.b.shape[1], " must equal a.shape[1]=", r,
+                       " (the reduction)");
+      }
+      KD_RETURN_IF_ERROR(CheckReduction(r, "a.shape[1]"));
+      KD_RETURN_IF_ERROR(CheckShape(a.a_scales, "a_scales", {m, r / kQuantBlock}));
+      const int64_t b_scale_rows = v == GemmVariant::kNT ? CeilDiv(n, kQuantBlock) : n;
+      KD_RETURN_IF_ERROR(CheckShape(a.b_scales, "b_scales", {b_scale_rows, r / kQuantBlock}));
+      return CheckShape(a.d, "d", {m, n});
+    }
+    case GemmVariant::kNN: {
+      const int64_t n = a.b.shape[1];
+      if (a.b.shape[0] != r) {
+        return Invalid("b.shape[0]=", a.b.shape[0], " must equal a.shape[1]=", r,
+                       " (the reduction)");
+      }
+      KD_RETURN_IF_ERROR(CheckReduction(r, "a.shape[1]"));
+      KD_RETURN_IF_ERROR(CheckShape(a.a_scales, "a_scales", {m, r / kQuantBlock}));
+      KD_RETURN_IF_ERROR(
+          CheckShape(a.b_scales, "b_scales", {r / kQuantBlock, CeilDiv(n, kQuantBlock)}));
+      return CheckShape(a.d, "d", {m, n});
+    }
+    case GemmVariant::kMGroupedNT: {
+      const int64_t experts = a.b.shape[0], n = a.b.shape[1];
+      if (a.b.shape[2] != r) {
+        return Invalid("b.shape[2]=", a.b.shape[2], " must equal a.shape[1]=", r,
+                       " (the reduction)");
+      }
+      KD_RETURN_IF_ERROR(CheckReduction(r, "a.shape[1]"));
+      KD_RETURN_IF_ERROR(CheckShape(a.a_scales, "a_scales", {m, r / kQuantBlock}));
+      KD_RETURN_IF_ERROR(CheckShape(a.b_scales, "b_scales",
+                                    {experts, CeilDiv(n, kQuantBlock), r / kQuantBlock}));
+      KD_RETURN_IF_ERROR(CheckTensor(a.group_ends, "group_ends", 1, {DType::kI32, DType::kI64}));
+      KD_RETURN_IF_ERROR(CheckShape(a.group_ends, "group_ends", {experts}));
+      return CheckShape(a.d, "d", {m, n});
+    }
+    case GemmVariant::kKGroupedTN: {
+      const int64_t n = a.b.shape[0], experts = a.d.shape[0];
+      if (a.b.shape[1] != r) {
+        return Invalid("b.shape[1]=", a.b.shape[1], " must equal a.shape[1]=", r,
+                       " (the reduction, all groups' tokens)");
+      }
+      KD_RETURN_IF_ERROR(CheckReduction(r, "a.shape[1]"));
+      KD_RETURN_IF_ERROR(CheckShape(a.a_scales, "a_scales", {m, r / kQuantBlock}));
+      KD_RETURN_IF_ERROR(CheckShape(a.b_scales, "b_scales", {n, r / kQuantBlock}));
+      KD_RETURN_IF_ERROR(CheckTensor(a.group_ends, "group_ends", 1, {DType::kI32, DType::kI64}));
+      KD_RETURN_IF_ERROR(CheckShape(a.group_ends, "group_ends", {experts}));
+      return CheckShape(a.d, "d", {experts, m, n});
+    }
+    default:
+      break;
+  }
   return absl::OkStatus();
 }
 

@@ -1,12 +1,17 @@
-// CPU reference blockwise FP8 GEMM. Per output element, per 128-wide K block: an fp32 dot
-// product of the decoded FP8 values, multiplied by (a_scale * b_scale) and added to an fp32
-// accumulator, as the GPU kernels "promote" each K block out of the tensor core.
+// CPU reference blockwise FP8 GEMM, every variant. Per output element, per 128-wide block of the
+// reduction: an fp32 dot product of the decoded FP8 values, multiplied by (a_scale * b_scale) and
+// added to an fp32 accumulator, as the GPU kernels "promote" each block out of the tensor core.
+//
+// Every variant is reduced to one "NT" core: rows of A and rows of B, both contiguous along the
+// reduction, with the scales of block kb looked up per variant. NN decodes W transposed; TN and
+// K-grouped TN are already stored that way; M-grouped runs the core once per group.
 #include <algorithm>
 #include <array>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/fp8.h"
+#include "kerneld/kernels/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace kd {
@@ -32,17 +37,21 @@ const DecodeTable& TableFor(DType dtype) {
   }
 }
 
-// Decodes a (rows, k) FP8 matrix into a dense float matrix.
-std::vector<float> Decode(const Tensor& t, ThreadPool& pool) {
-  const int64_t rows = t.shape[0], k = t.shape[1];
-  const DecodeTable& table = TableFor(t.dtype);
-  std::vector<float> out(rows * k);
-  const uint8_t* src = t.as<const uint8_t>();
+// Decodes `rows` x `cols` FP8 codes (row stride `stride`) into a dense float matrix. With
+// `transpose`, the result is (cols, rows): what NN needs to make W contiguous along N.
+std::vector<float> Decode(const uint8_t* src, int64_t rows, int64_t cols, int64_t stride,
+                          DType dtype, bool transpose, ThreadPool& pool) {
+  const DecodeTable& table = TableFor(dtype);
+  std::vector<float> out(rows * cols);
   pool.ParallelFor(rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* s = src + r * t.strides[0];
-      float* d = &out[r * k];
-      for (int64_t c = 0; c < k; ++c) d[c] = table[s[c]];
+      const uint8_t* s = src + r * stride;
+      if (transpose) {
+        for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = table[s[c]];
+      } else {
+        float* d = &out[r * cols];
+        for (int64_t c = 0; c < cols; ++c) d[c] = table[s[c]];
+      }
     }
   });
   return out;
@@ -58,50 +67,227 @@ inline float Dot128(const float* a, const float* b) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-}  // namespace
+// One NT problem: D[i][j] (+)= sum over blocks kb in [kb_begin, kb_end) of
+// Dot128(A row i, B row j at block kb) * a_scale(i, kb) * b_scale(j, kb).
+// `a`/`b` are decoded rows of length `ld` floats (the whole reduction); blocks index into them.
+struct NtProblem {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  int64_t ld = 0;
+  int64_t m = 0, n = 0;
+  int64_t kb_begin = 0, kb_end = 0;
+  // scale(i, kb) = a_scales[i * a_row + kb * a_col]; b likewise with j / b_group rows (the
+  // 128x128 weight scales share one row per 128 rows of B; 1x128 scales have b_group = 1).
+  const float* a_scales = nullptr;
+  int64_t a_row = 0, a_col = 0;
+  const float* b_scales = nullptr;
+  int64_t b_row = 0, b_col = 0, b_group = 1;
+  // Output: element (i, j) at d + i * d_row + j.
+  void* d = nullptr;
+  int64_t d_row = 0;
+  DType d_dtype = DType::kF32;
+  bool accumulate = false;
+};
 
-absl::Status CpuSupportsGemm(const GemmArgs& a) {
-  if (a.variant == GemmVariant::kNT) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat("gemm variant ", GemmVariantName(a.variant),
-                                               " is not implemented on the cpu backend"));
-}
-
-absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool) {
-  const int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
-  const int64_t kb = k / kQuantBlock;
-  const std::vector<float> a = Decode(g.a, pool);
-  const std::vector<float> b = Decode(g.b, pool);
-  const float* sa = g.a_scales.as<const float>();
-  const float* sb = g.b_scales.as<const float>();
-  const int64_t sa_stride = g.a_scales.strides[0], sb_stride = g.b_scales.strides[0];
-  const int64_t d_stride = g.d.strides[0];
+void RunNt(const NtProblem& p, ThreadPool& pool) {
   // Rows of A in parallel; within a row, N in tiles so a tile of B stays in cache.
   constexpr int64_t kTileN = 64;
-  pool.ParallelFor(m, 1, [&](int64_t r0, int64_t r1) {
+  pool.ParallelFor(p.m, 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> acc(kTileN);
-    for (int64_t n0 = 0; n0 < n; n0 += kTileN) {
-      const int64_t n1 = std::min(n, n0 + kTileN);
+    for (int64_t n0 = 0; n0 < p.n; n0 += kTileN) {
+      const int64_t n1 = std::min(p.n, n0 + kTileN);
       for (int64_t r = r0; r < r1; ++r) {
         std::fill(acc.begin(), acc.end(), 0.0f);
-        const float* arow = &a[r * k];
-        for (int64_t blk = 0; blk < kb; ++blk) {
-          const float a_scale = sa[r * sa_stride + blk];
+        const float* arow = p.a + r * p.ld;
+        for (int64_t blk = p.kb_begin; blk < p.kb_end; ++blk) {
+          const float a_scale = p.a_scales[r * p.a_row + blk * p.a_col];
           for (int64_t c = n0; c < n1; ++c) {
-            const float partial = Dot128(arow + blk * kQuantBlock, &b[c * k + blk * kQuantBlock]);
-            acc[c - n0] += partial * (a_scale * sb[(c / kQuantBlock) * sb_stride + blk]);
+            const float partial =
+                Dot128(arow + blk * kQuantBlock, p.b + c * p.ld + blk * kQuantBlock);
+            const float b_scale = p.b_scales[(c / p.b_group) * p.b_row + blk * p.b_col];
+            acc[c - n0] += partial * (a_scale * b_scale);
           }
         }
-        if (g.d.dtype == DType::kF32) {
-          float* d = g.d.as<float>() + r * d_stride;
-          for (int64_t c = n0; c < n1; ++c) d[c] = g.accumulate ? d[c] + acc[c - n0] : acc[c - n0];
+        if (p.d_dtype == DType::kF32) {
+          float* d = static_cast<float*>(p.d) + r * p.d_row;
+          for (int64_t c = n0; c < n1; ++c) d[c] = p.accumulate ? d[c] + acc[c - n0] : acc[c - n0];
         } else {
-          uint16_t* d = g.d.as<uint16_t>() + r * d_stride;
+          uint16_t* d = static_cast<uint16_t*>(p.d) + r * p.d_row;
           for (int64_t c = n0; c < n1; ++c) d[c] = fp8::FloatToBF16(acc[c - n0]);
         }
       }
     }
   });
+}
+
+const uint8_t* Bytes(const Tensor& t) { return t.as<const uint8_t>(); }
+
+// Rows (i, kb) -> a_scales[i][kb] for a row-major 2-D scale tensor.
+void SetRowScalesA(NtProblem& p, const Tensor& s) {
+  p.a_scales = s.as<const float>();
+  p.a_row = s.strides[0];
+  p.a_col = 1;
+}
+
+absl::Status GemmNt(const GemmArgs& g, ThreadPool& pool, int64_t b_group) {
+  const int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
+  const std::vector<float> a = Decode(Bytes(g.a), m, k, g.a.strides[0], g.a.dtype, false, pool);
+  const std::vector<float> b = Decode(Bytes(g.b), n, k, g.b.strides[0], g.b.dtype, false, pool);
+  NtProblem p;
+  p.a = a.data();
+  p.b = b.data();
+  p.ld = k;
+  p.m = m;
+  p.n = n;
+  p.kb_end = k / kQuantBlock;
+  SetRowScalesA(p, g.a_scales);
+  p.b_scales = g.b_scales.as<const float>();
+  p.b_row = g.b_scales.strides[0];
+  p.b_col = 1;
+  p.b_group = b_group;
+  p.d = g.d.data;
+  p.d_row = g.d.strides[0];
+  p.d_dtype = g.d.dtype;
+  p.accumulate = g.accumulate;
+  RunNt(p, pool);
   return absl::OkStatus();
+}
+
+// dgrad: D (M,K) = dY (M,N) · W (N,K), reduction over N. W is decoded transposed to (K,N); its
+// 128x128 scales (N/128, ceil(K/128)) are read as b_scales[kb][j / 128].
+absl::Status GemmNn(const GemmArgs& g, ThreadPool& pool) {
+  const int64_t m = g.a.shape[0], r = g.a.shape[1], n = g.b.shape[1];
+  const std::vector<float> a = Decode(Bytes(g.a), m, r, g.a.strides[0], g.a.dtype, false, pool);
+  const std::vector<float> bt = Decode(Bytes(g.b), r, n, g.b.strides[0], g.b.dtype, true, pool);
+  NtProblem p;
+  p.a = a.data();
+  p.b = bt.data();
+  p.ld = r;
+  p.m = m;
+  p.n = n;
+  p.kb_end = r / kQuantBlock;
+  SetRowScalesA(p, g.a_scales);
+  p.b_scales = g.b_scales.as<const float>();
+  p.b_row = 1;
+  p.b_col = g.b_scales.strides[0];
+  p.b_group = kQuantBlock;
+  p.d = g.d.data;
+  p.d_row = g.d.strides[0];
+  p.d_dtype = g.d.dtype;
+  p.accumulate = g.accumulate;
+  RunNt(p, pool);
+  return absl::OkStatus();
+}
+
+// MoE forward: rows [ends[e-1], ends[e]) of A times B[e]ᵀ.
+absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool) {
+  const int64_t total = g.a.shape[0], k = g.a.shape[1];
+  const int64_t experts = g.b.shape[0], n = g.b.shape[1];
+  const std::vector<int64_t> ends = ReadGroupEnds(g.group_ends);
+  KD_RETURN_IF_ERROR(CheckGroupEnds(ends.data(), experts, total, "group_ends"));
+  const std::vector<float> a =
+      Decode(Bytes(g.a), total, k, g.a.strides[0], g.a.dtype, false, pool);
+  int64_t begin = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t rows = ends[e] - begin;
+    if (rows > 0) {
+      const std::vector<float> b = Decode(Bytes(g.b) + e * g.b.strides[0], n, k, g.b.strides[1],
+                                          g.b.dtype, false, pool);
+      NtProblem p;
+      p.a = a.data() + begin * k;
+      p.b = b.data();
+      p.ld = k;
+      p.m = rows;
+      p.n = n;
+      p.kb_end = k / kQuantBlock;
+      p.a_scales = g.a_scales.as<const float>() + begin * g.a_scales.strides[0];
+      p.a_row = g.a_scales.strides[0];
+      p.a_col = 1;
+      p.b_scales = g.b_scales.as<const float>() + e * g.b_scales.strides[0];
+      p.b_row = g.b_scales.strides[1];
+      p.b_col = 1;
+      p.b_group = kQuantBlock;
+      const int64_t dsize = DTypeSize(g.d.dtype);
+      p.d = static_cast<char*>(g.d.data) + begin * g.d.strides[0] * dsize;
+      p.d_row = g.d.strides[0];
+      p.d_dtype = g.d.dtype;
+      p.accumulate = g.accumulate;
+      RunNt(p, pool);
+    }
+    begin = ends[e];
+  }
+  return absl::OkStatus();
+}
+
+// MoE wgrad: D[e] (N,K) = A[:, group e] · B[:, group e]ᵀ, both 1x128-scaled along the tokens.
+// Group ends must fall on 128-token blocks so that no scale block spans two experts. An empty
+// group gives D[e] = 0 (or leaves it unchanged when accumulating).
+absl::Status GemmKGroupedTn(const GemmArgs& g, ThreadPool& pool) {
+  const int64_t n = g.a.shape[0], total = g.a.shape[1], k = g.b.shape[0];
+  const int64_t experts = g.d.shape[0];
+  const std::vector<int64_t> ends = ReadGroupEnds(g.group_ends);
+  KD_RETURN_IF_ERROR(CheckGroupEnds(ends.data(), experts, total, "group_ends"));
+  for (int64_t e = 0; e < experts; ++e) {
+    if (ends[e] % kQuantBlock != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group_ends[", e, "]=", ends[e], " is not a multiple of block ", kQuantBlock,
+          "; the k-grouped wgrad needs every group to start and end on a scale block"));
+    }
+  }
+  const std::vector<float> a = Decode(Bytes(g.a), n, total, g.a.strides[0], g.a.dtype, false, pool);
+  const std::vector<float> b = Decode(Bytes(g.b), k, total, g.b.strides[0], g.b.dtype, false, pool);
+  const int64_t dsize = DTypeSize(g.d.dtype);
+  int64_t begin = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    NtProblem p;
+    p.a = a.data();
+    p.b = b.data();
+    p.ld = total;
+    p.m = n;
+    p.n = k;
+    p.kb_begin = begin / kQuantBlock;
+    p.kb_end = ends[e] / kQuantBlock;
+    SetRowScalesA(p, g.a_scales);
+    p.b_scales = g.b_scales.as<const float>();
+    p.b_row = g.b_scales.strides[0];
+    p.b_col = 1;
+    p.b_group = 1;
+    p.d = static_cast<char*>(g.d.data) + e * g.d.strides[0] * dsize;
+    p.d_row = g.d.strides[1];
+    p.d_dtype = g.d.dtype;
+    p.accumulate = g.accumulate;
+    RunNt(p, pool);
+    begin = ends[e];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CpuSupportsGemm(const GemmArgs& a) {
+  switch (a.variant) {
+    case GemmVariant::kNT:
+    case GemmVariant::kNN:
+    case GemmVariant::kTN:
+    case GemmVariant::kMGroupedNT:
+    case GemmVariant::kKGroupedTN:
+      return absl::OkStatus();
+    default:
+      return absl::UnimplementedError(absl::StrCat("gemm variant ", GemmVariantName(a.variant),
+                                                   " is not implemented on the cpu backend"));
+  }
+}
+
+absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool) {
+  switch (g.variant) {
+    case GemmVariant::kNT: return GemmNt(g, pool, kQuantBlock);
+    case GemmVariant::kNN: return GemmNn(g, pool);
+    case GemmVariant::kTN: return GemmNt(g, pool, 1);
+    case GemmVariant::kMGroupedNT: return GemmMGroupedNt(g, pool);
+    case GemmVariant::kKGroupedTN: return GemmKGroupedTn(g, pool);
+    default:
+      return CpuSupportsGemm(g);
+  }
 }
 
 }  // namespace kd

@@ -66,7 +66,7 @@ absl::Status CpuSupportsGemm(const GemmArgs& a) {
                                                " is not implemented on the cpu backend"));
 }
 
-absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool) {
+absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& config) {
   const int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
   const int64_t kb = k / kQuantBlock;
   const std::vector<float> a = Decode(g.a, pool);
@@ -76,11 +76,11 @@ absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool) {
   const int64_t sa_stride = g.a_scales.strides[0], sb_stride = g.b_scales.strides[0];
   const int64_t d_stride = g.d.strides[0];
   // Rows of A in parallel; within a row, N in tiles so a tile of B stays in cache.
-  constexpr int64_t kTileN = 64;
+  const int64_t tile_n = std::max<int64_t>(1, config.tile_n);
   pool.ParallelFor(m, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> acc(kTileN);
-    for (int64_t n0 = 0; n0 < n; n0 += kTileN) {
-      const int64_t n1 = std::min(n, n0 + kTileN);
+    std::vector<float> acc(tile_n);
+    for (int64_t n0 = 0; n0 < n; n0 += tile_n) {
+      const int64_t n1 = std::min(n, n0 + tile_n);
       for (int64_t r = r0; r < r1; ++r) {
         std::fill(acc.begin(), acc.end(), 0.0f);
         const float* arow = &a[r * k];

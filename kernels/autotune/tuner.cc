@@ -164,7 +164,10 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
         result.candidates.back().status = pair.status();
         return;
       }
-      if (!Beats(pair->second, pair->first, options)) return;
+      if (!Beats(pair->second, pair->first, options)) {
+        best->measured = pair->first;  // the fresher measurement of the incumbent
+        return;
+      }
       c.measured = pair->second;
     }
     best = std::move(c);

@@ -15,7 +15,8 @@
 //   max(noise_sigmas * sqrt(noise_inc^2 + noise_ch^2), min_margin * median_inc)
 // and, with `confirm`, wins again when both are measured once more in alternation (so a
 // transient, such as another process or a clock change during one measurement, cannot flip the
-// choice). Near-ties keep the incumbent: the choice does not drift between runs.
+// choice; when the challenger loses that round, the incumbent keeps the fresher measurement).
+// Near-ties keep the incumbent: the choice does not drift between runs.
 //
 // Determinism: the tuner's only sources of variation are the Timer and the harness. Given a
 // Timer that returns the same times (a fake), it makes the same choice on every run.

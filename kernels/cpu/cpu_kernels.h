@@ -15,7 +15,12 @@ absl::Status CpuSupportsQuantize(const QuantizeArgs& args);
 absl::Status QuantizeCpu(const QuantizeArgs& args, ThreadPool& pool);
 
 absl::Status CpuSupportsGemm(const GemmArgs& args);
-absl::Status GemmCpu(const GemmArgs& args, ThreadPool& pool);
+// Tunable parameters of GemmCpu (autotune space "gemm"/"nt"/cpu, config "tn<tile_n>"); the
+// defaults are its untuned behaviour. The result does not depend on them.
+struct CpuGemmConfig {
+  int64_t tile_n = 64;  // columns of D per tile, so a tile of B stays in cache; >= 1
+};
+absl::Status GemmCpu(const GemmArgs& args, ThreadPool& pool, const CpuGemmConfig& config = {});
 
 absl::Status PadCpu(const PadArgs& args, ThreadPool& pool);
 absl::Status UnpadCpu(const UnpadArgs& args, ThreadPool& pool);

@@ -87,15 +87,16 @@ struct NtProblem {
   int64_t d_row = 0;
   DType d_dtype = DType::kF32;
   bool accumulate = false;
+  int64_t tile_n = 64;  // columns of D per tile (CpuGemmConfig::tile_n)
 };
 
 void RunNt(const NtProblem& p, ThreadPool& pool) {
   // Rows of A in parallel; within a row, N in tiles so a tile of B stays in cache.
-  constexpr int64_t kTileN = 64;
+  const int64_t tile_n = std::max<int64_t>(1, p.tile_n);
   pool.ParallelFor(p.m, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> acc(kTileN);
-    for (int64_t n0 = 0; n0 < p.n; n0 += kTileN) {
-      const int64_t n1 = std::min(p.n, n0 + kTileN);
+    std::vector<float> acc(tile_n);
+    for (int64_t n0 = 0; n0 < p.n; n0 += tile_n) {
+      const int64_t n1 = std::min(p.n, n0 + tile_n);
       for (int64_t r = r0; r < r1; ++r) {
         std::fill(acc.begin(), acc.end(), 0.0f);
         const float* arow = p.a + r * p.ld;
@@ -129,7 +130,8 @@ void SetRowScalesA(NtProblem& p, const Tensor& s) {
   p.a_col = 1;
 }
 
-absl::Status GemmNt(const GemmArgs& g, ThreadPool& pool, int64_t b_group) {
+absl::Status GemmNt(const GemmArgs& g, ThreadPool& pool, int64_t b_group,
+                    const CpuGemmConfig& config) {
   const int64_t m = g.a.shape[0], k = g.a.shape[1], n = g.b.shape[0];
   const std::vector<float> a = Decode(Bytes(g.a), m, k, g.a.strides[0], g.a.dtype, false, pool);
   const std::vector<float> b = Decode(Bytes(g.b), n, k, g.b.strides[0], g.b.dtype, false, pool);
@@ -149,13 +151,14 @@ absl::Status GemmNt(const GemmArgs& g, ThreadPool& pool, int64_t b_group) {
   p.d_row = g.d.strides[0];
   p.d_dtype = g.d.dtype;
   p.accumulate = g.accumulate;
+  p.tile_n = config.tile_n;
   RunNt(p, pool);
   return absl::OkStatus();
 }
 
 // dgrad: D (M,K) = dY (M,N) · W (N,K), reduction over N. W is decoded transposed to (K,N); its
 // 128x128 scales (N/128, ceil(K/128)) are read as b_scales[kb][j / 128].
-absl::Status GemmNn(const GemmArgs& g, ThreadPool& pool) {
+absl::Status GemmNn(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& config) {
   const int64_t m = g.a.shape[0], r = g.a.shape[1], n = g.b.shape[1];
   const std::vector<float> a = Decode(Bytes(g.a), m, r, g.a.strides[0], g.a.dtype, false, pool);
   const std::vector<float> bt = Decode(Bytes(g.b), r, n, g.b.strides[0], g.b.dtype, true, pool);
@@ -175,12 +178,13 @@ absl::Status GemmNn(const GemmArgs& g, ThreadPool& pool) {
   p.d_row = g.d.strides[0];
   p.d_dtype = g.d.dtype;
   p.accumulate = g.accumulate;
+  p.tile_n = config.tile_n;
   RunNt(p, pool);
   return absl::OkStatus();
 }
 
 // MoE forward: rows [ends[e-1], ends[e]) of A times B[e]ᵀ.
-absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool) {
+absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& config) {
   const int64_t total = g.a.shape[0], k = g.a.shape[1];
   const int64_t experts = g.b.shape[0], n = g.b.shape[1];
   const std::vector<int64_t> ends = ReadGroupEnds(g.group_ends);
@@ -212,6 +216,7 @@ absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool) {
       p.d_row = g.d.strides[0];
       p.d_dtype = g.d.dtype;
       p.accumulate = g.accumulate;
+      p.tile_n = config.tile_n;
       RunNt(p, pool);
     }
     begin = ends[e];
@@ -222,7 +227,7 @@ absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool) {
 // MoE wgrad: D[e] (N,K) = A[:, group e] · B[:, group e]ᵀ, both 1x128-scaled along the tokens.
 // Group ends must fall on 128-token blocks so that no scale block spans two experts. An empty
 // group gives D[e] = 0 (or leaves it unchanged when accumulating).
-absl::Status GemmKGroupedTn(const GemmArgs& g, ThreadPool& pool) {
+absl::Status GemmKGroupedTn(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& config) {
   const int64_t n = g.a.shape[0], total = g.a.shape[1], k = g.b.shape[0];
   const int64_t experts = g.d.shape[0];
   const std::vector<int64_t> ends = ReadGroupEnds(g.group_ends);
@@ -256,6 +261,7 @@ absl::Status GemmKGroupedTn(const GemmArgs& g, ThreadPool& pool) {
     p.d_row = g.d.strides[1];
     p.d_dtype = g.d.dtype;
     p.accumulate = g.accumulate;
+    p.tile_n = config.tile_n;
     RunNt(p, pool);
     begin = ends[e];
   }
@@ -278,13 +284,13 @@ absl::Status CpuSupportsGemm(const GemmArgs& a) {
   }
 }
 
-absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool) {
+absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& config) {
   switch (g.variant) {
-    case GemmVariant::kNT: return GemmNt(g, pool, kQuantBlock);
-    case GemmVariant::kNN: return GemmNn(g, pool);
-    case GemmVariant::kTN: return GemmNt(g, pool, 1);
-    case GemmVariant::kMGroupedNT: return GemmMGroupedNt(g, pool);
-    case GemmVariant::kKGroupedTN: return GemmKGroupedTn(g, pool);
+    case GemmVariant::kNT: return GemmNt(g, pool, kQuantBlock, config);
+    case GemmVariant::kNN: return GemmNn(g, pool, config);
+    case GemmVariant::kTN: return GemmNt(g, pool, 1, config);
+    case GemmVariant::kMGroupedNT: return GemmMGroupedNt(g, pool, config);
+    case GemmVariant::kKGroupedTN: return GemmKGroupedTn(g, pool, config);
     default:
       return CpuSupportsGemm(g);
   }

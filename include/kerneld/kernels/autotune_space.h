@@ -1,0 +1,140 @@
+// Config spaces: what each tunable kernel may be run with, per architecture, and the heuristic
+// default it runs with before (or without) tuning.
+//
+// A config is an opaque string to the cache and the tuner. Every built-in space writes it as
+// '.'-separated fields, each a lower-case name followed by a decimal integer, in a fixed order
+// ("bm128.bn128.st4.cl1.rs0"); the kernel that owns the space parses it with the typed parser
+// below, which accepts exactly the canonical form (so string equality is config equality).
+//
+// Spaces are looked up by (op, variant, architecture family); see ArchFamily().
+#ifndef KERNELD_KERNELS_AUTOTUNE_SPACE_H_
+#define KERNELD_KERNELS_AUTOTUNE_SPACE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kerneld/kernels/autotune_key.h"
+
+namespace kd {
+
+// The family a space is declared for: "sm_90" for sm_90 and sm_90a; "gfx90a"; "gfx94x" for
+// gfx940, gfx941 and gfx942; "cpu" for x86_64 and aarch64; any other arch is its own family.
+std::string ArchFamily(absl::string_view arch);
+
+struct ConfigSpace {
+  std::string op;           // "gemm"
+  std::string variant;      // "nt", "m_grouped_nt"...
+  std::string arch_family;  // "sm_90", "gfx90a", "gfx94x", "cpu"
+  // Bumped whenever the kernel changes so that old timings no longer hold; part of every key,
+  // so entries tuned for another version are never served (and are refused on import).
+  int32_t kernel_version = 1;
+  // Every candidate, in the order the tuner tries them. The order is part of the determinism
+  // contract: same inputs, same measurements → same choice.
+  std::vector<std::string> configs;
+  // The config a key runs with before tuning; needs no measurement. Returns a member of
+  // `configs`; the tuner measures it first (it is the incumbent to beat) even where `applies`
+  // would skip it.
+  std::function<std::string(const TuneKey&)> heuristic;
+  // The parse contract: OK for a well-formed config of this kernel (it need not be in `configs`:
+  // a pin may name any config the kernel accepts), else INVALID_ARGUMENT saying why.
+  std::function<absl::Status(absl::string_view config)> check;
+  // Optional: false for a candidate that cannot or should not run on the key's shape (a tile
+  // far larger than the problem). Empty: every candidate applies.
+  std::function<bool(const TuneKey&, absl::string_view config)> applies;
+};
+
+// A set of spaces. Register before use; lookups are thread-safe once registration is done.
+class ConfigSpaceRegistry {
+ public:
+  ConfigSpaceRegistry() = default;
+  ConfigSpaceRegistry(const ConfigSpaceRegistry&) = delete;
+  ConfigSpaceRegistry& operator=(const ConfigSpaceRegistry&) = delete;
+
+  // The spaces kerneld's kernels declare (see RegisterBuiltinSpaces), built once.
+  static const ConfigSpaceRegistry& Builtin();
+
+  // ALREADY_EXISTS for a second space with the same (op, variant, arch_family); INVALID_ARGUMENT
+  // for an empty space, a missing heuristic or check, or a config that fails `check`.
+  absl::Status Register(ConfigSpace space);
+
+  // nullptr when no space is declared for that op, variant and (exact) arch.
+  const ConfigSpace* Find(absl::string_view op, absl::string_view variant,
+                          absl::string_view arch) const;
+  const ConfigSpace* Find(const TuneKey& key) const {
+    return Find(key.op, key.variant, key.arch);
+  }
+
+  // The candidates that apply to `key`, in declared order. NOT_FOUND without a space.
+  absl::StatusOr<std::vector<std::string>> Candidates(const TuneKey& key) const;
+  // The heuristic default for `key`. NOT_FOUND without a space.
+  absl::StatusOr<std::string> Default(const TuneKey& key) const;
+  // OK when `config` may be served for `key`: a space exists (NOT_FOUND), its kernel_version is
+  // the key's (FAILED_PRECONDITION: tuned for another build) and the config passes its parse
+  // contract (INVALID_ARGUMENT).
+  absl::Status CheckEntry(const TuneKey& key, absl::string_view config) const;
+
+  std::vector<const ConfigSpace*> All() const;
+
+ private:
+  std::vector<std::unique_ptr<ConfigSpace>> spaces_;
+};
+
+// Adds the spaces of kerneld's kernels to `registry`: the CPU GEMM (cpu), the CUDA GEMM (sm_90)
+// and the HIP GEMM (gfx90a, gfx94x; declared now, used when the HIP backend lands).
+absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
+
+// ---- Parse contracts of the built-in spaces. Each accepts exactly the canonical form written
+// ---- by its Format function: the fields in this order, each once, values in range.
+
+// CPU GEMM: "tn<W>", W in {16, 32, 64, 128, 256}: columns of D computed per tile, so that a tile
+// of B stays in cache (GemmCpu's CpuGemmConfig::tile_n). Default "tn64".
+absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config);
+std::string FormatCpuGemmConfig(int64_t tile_n);
+
+// sm_90 GEMM (kernels/cuda/gemm/, whose GemmConfig is built from this):
+//   bm  BLOCK_M, rows of D per CTA: 64, 128 or 256
+//   bn  BLOCK_N, columns of D per CTA: 64, 128, 192 or 256 (bm*bn <= 128*256: accumulators in
+//       the register file of two consumer warpgroups)
+//   st  pipeline stages of the TMA ring (K tile 128 bytes of FP8): 1..8
+//   cl  cluster size along M for TMA multicast of B: 1 or 2
+//   rs  tile rasterisation: 0 M-fastest, 1 N-fastest
+struct Sm90GemmConfig {
+  int bm = 128;
+  int bn = 128;
+  int st = 4;
+  int cl = 1;
+  int rs = 0;
+};
+absl::StatusOr<Sm90GemmConfig> ParseSm90GemmConfig(absl::string_view config);
+std::string FormatSm90GemmConfig(const Sm90GemmConfig& c);
+
+// HIP GEMM (gfx90a, gfx94x):
+//   bm, bn  tile of D per workgroup: 64, 128 or 256 (bm*bn <= 256*128)
+//   bk      K tile: 64 or 128 (divides the 128 scale block)
+//   nw      wavefronts (64 lanes) per workgroup: 4 or 8
+//   st      LDS pipeline stages: 1 or 2
+struct HipGemmConfig {
+  int bm = 128;
+  int bn = 128;
+  int bk = 128;
+  int nw = 4;
+  int st = 2;
+};
+absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config);
+std::string FormatHipGemmConfig(const HipGemmConfig& c);
+
+// The generic field syntax: '.'-separated "<lower-case name><decimal integer>" fields. Returns
+// (name, value) pairs in order; INVALID_ARGUMENT for anything else.
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseConfigFields(
+    absl::string_view config);
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_AUTOTUNE_SPACE_H_

@@ -1,0 +1,153 @@
+// Measuring candidates and choosing one, robust to noise.
+//
+// For one key the tuner measures the heuristic default first, then the incumbent (the config the
+// cache serves now, if any), then every other candidate of the key's space in declared order.
+// Each candidate:
+//   1. runs once untimed, and its output is checked against the reference: a candidate with a
+//      wrong result (or one that fails to run) is rejected and can never win;
+//   2. runs `warmup` more times untimed;
+//   3. runs `repeats` times timed, with the harness evicting caches before every timed run (an
+//      L2 flush, or rotating to the next of several input sets that together exceed the cache),
+//      so a time is not a cache-hot fiction.
+// Its measurement is the median of the repeats, and its noise a robust spread: 1.4826 times the
+// median absolute deviation (the standard deviation for Gaussian noise, unmoved by outliers).
+// A challenger replaces the incumbent only when it is faster by more than the margin
+//   max(noise_sigmas * sqrt(noise_inc^2 + noise_ch^2), min_margin * median_inc)
+// and, with `confirm`, wins again when both are measured once more in alternation (so a
+// transient, such as another process or a clock change during one measurement, cannot flip the
+// choice; when the challenger loses that round, the incumbent keeps the fresher measurement).
+// Near-ties keep the incumbent: the choice does not drift between runs.
+//
+// Determinism: the tuner's only sources of variation are the Timer and the harness. Given a
+// Timer that returns the same times (a fake), it makes the same choice on every run.
+#ifndef KERNELD_KERNELS_AUTOTUNE_TUNER_H_
+#define KERNELD_KERNELS_AUTOTUNE_TUNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kerneld/kernels/autotune_key.h"
+#include "kerneld/kernels/autotune_space.h"
+#include "kerneld/kernels/tensor.h"
+
+namespace kd {
+
+// What a backend provides to tune one kernel for one key: inputs of the key's shape, a way to
+// run a config on them, a reference result, and cache eviction. Not thread-safe; one tuner uses
+// it at a time.
+class TuneHarness {
+ public:
+  virtual ~TuneHarness() = default;
+  // Runs the kernel once with `config` on the current input set and waits for it. A config the
+  // kernel cannot parse is INVALID_ARGUMENT; a failed launch keeps its backend's code.
+  virtual absl::Status Run(absl::string_view config) = 0;
+  // Compares the output of the last Run with the reference result for the same inputs. OK when
+  // equal within the op's tolerance; otherwise INTERNAL naming the first differing element.
+  virtual absl::Status CheckOutput() = 0;
+  // Called before every timed run: makes the next Run read inputs that are not cache-hot.
+  virtual void EvictCaches() = 0;
+};
+
+// The tuner's clock. A test fakes it to make measurements exactly reproducible.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  // Seconds one call of `run` takes (a GPU timer uses events on the stream). `config` says what
+  // runs, for timers that fake by config. The error of `run` is returned as is.
+  virtual absl::StatusOr<double> Time(absl::string_view config,
+                                      const std::function<absl::Status()>& run) = 0;
+  // Seconds since an arbitrary origin; the per-shape budget is counted on it.
+  virtual double Now() = 0;
+};
+
+// Wall-clock timer on std::chrono::steady_clock, for the CPU backend.
+class WallTimer : public Timer {
+ public:
+  absl::StatusOr<double> Time(absl::string_view config,
+                              const std::function<absl::Status()>& run) override;
+  double Now() override;
+};
+
+struct TuneOptions {
+  int warmup = 2;
+  int repeats = 15;          // at least 3 (a median and a spread need them)
+  double noise_sigmas = 3.0;
+  double min_margin = 0.02;  // a challenger must win by at least 2% of the incumbent's median
+  bool confirm = true;
+  // Per shape, on Timer::Now(). Once spent, no further challenger is started; the default and
+  // the incumbent are always measured. 0: no limit.
+  double budget_seconds = 0;
+  // Challengers beyond this many are not tried. 0: no limit.
+  int max_candidates = 0;
+};
+
+struct Measurement {
+  double median = 0;  // seconds
+  double noise = 0;   // robust standard deviation, seconds
+  double min = 0;
+  int samples = 0;
+};
+
+struct CandidateResult {
+  std::string config;
+  absl::Status status;     // OK, or why it was rejected (failed to run, wrong output)
+  Measurement measured;    // valid when status is OK
+};
+
+struct TuneResult {
+  TuneKey key;
+  std::string config;          // the choice
+  Measurement measured;        // of the choice
+  std::string default_config;  // the heuristic default
+  Measurement default_measured;  // samples == 0 when the default was rejected
+  std::string incumbent;       // the incumbent the tuner started from ("" = the default)
+  bool replaced_incumbent = false;
+  bool budget_exhausted = false;
+  std::vector<CandidateResult> candidates;  // in the order measured
+  double elapsed_seconds = 0;               // on Timer::Now()
+};
+
+// Median and robust noise of `samples` (need not be sorted). Zero for an empty vector.
+Measurement Summarize(std::vector<double> samples);
+
+// True when `challenger` beats `incumbent` by more than the noise margin of `options`.
+bool Beats(const Measurement& challenger, const Measurement& incumbent,
+           const TuneOptions& options);
+
+// Tunes `key` as described above. `incumbent` is the config served now ("" when none; a config
+// that fails the key's parse contract is ignored). NOT_FOUND when the key has no space;
+// INVALID_ARGUMENT for options out of range; FAILED_PRECONDITION when no candidate, the default
+// included, produced a correct result.
+absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& spaces,
+                                TuneHarness& harness, Timer& timer, const TuneOptions& options,
+                                absl::string_view incumbent = "");
+
+// ---- The CPU backend's harness for GemmCpu (op "gemm", variant "nt").
+
+struct CpuGemmHarnessOptions {
+  int threads = 0;        // 0: one per core
+  uint64_t seed = 1;      // inputs are pseudo-random FP8 from this seed
+  // Input sets are rotated so that together they span at least this many bytes (more than the
+  // last-level cache), capped at kMaxCpuInputSets sets.
+  uint64_t rotate_bytes = uint64_t{64} << 20;
+  // Called after every Run with the config and the output it wrote: a test injects a faulty
+  // kernel through it. Empty in production.
+  std::function<void(absl::string_view config, const Tensor& d)> after_run;
+};
+constexpr int kMaxCpuInputSets = 16;
+
+// INVALID_ARGUMENT when the key is not a CPU "gemm"/"nt" key with e4m3fn/e4m3fnuz/e5m2 inputs,
+// bf16 or f32 output, K a multiple of 128, or when the shape is too large to tune on the host
+// (more than 2^31 elements in a tensor).
+absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCpuGemmHarness(
+    const TuneKey& key, const CpuGemmHarnessOptions& options);
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_AUTOTUNE_TUNER_H_

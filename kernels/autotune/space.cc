@@ -1,0 +1,350 @@
+#include "kerneld/kernels/autotune_space.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kd {
+namespace {
+
+bool OneOf(int64_t v, std::initializer_list<int64_t> allowed) {
+  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
+
+// Parses `config` into exactly the fields `names`, in that order.
+absl::StatusOr<std::vector<int64_t>> ParseFixedFields(absl::string_view config,
+                                                      std::initializer_list<const char*> names) {
+  auto fields = ParseConfigFields(config);
+  if (!fields.ok()) return fields.status();
+  std::string want;
+  for (const char* n : names) absl::StrAppend(&want, want.empty() ? "" : ".", n, "<int>");
+  if (fields->size() != names.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config \"", config, "\" has ", fields->size(), " fields, want ", want));
+  }
+  std::vector<int64_t> values;
+  size_t i = 0;
+  for (const char* n : names) {
+    if ((*fields)[i].first != n) {
+      return absl::InvalidArgumentError(absl::StrCat("config \"", config, "\" field ", i, " is \"",
+                                                     (*fields)[i].first, "\", want ", want));
+    }
+    values.push_back((*fields)[i].second);
+    ++i;
+  }
+  return values;
+}
+
+absl::Status OutOfRange(absl::string_view config, absl::string_view field, int64_t v,
+                        absl::string_view rule) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("config \"", config, "\" ", field, "=", v, " must be ", rule));
+}
+
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// ---- CPU GEMM -------------------------------------------------------------------------------
+
+constexpr int32_t kCpuGemmVersion = 1;
+
+ConfigSpace CpuGemmSpace() {
+  ConfigSpace s;
+  s.op = "gemm";
+  s.variant = "nt";
+  s.arch_family = "cpu";
+  s.kernel_version = kCpuGemmVersion;
+  for (int64_t w : {16, 32, 64, 128, 256}) s.configs.push_back(FormatCpuGemmConfig(w));
+  s.heuristic = [](const TuneKey&) { return FormatCpuGemmConfig(64); };
+  s.check = [](absl::string_view c) { return ParseCpuGemmConfig(c).status(); };
+  // A tile wider than N only repeats the narrower one's work: skip it, but keep the default.
+  s.applies = [](const TuneKey& key, absl::string_view c) {
+    auto w = ParseCpuGemmConfig(c);
+    return w.ok() && (*w <= 64 || *w / 2 < key.n);
+  };
+  return s;
+}
+
+// ---- sm_90 GEMM -----------------------------------------------------------------------------
+
+constexpr int32_t kSm90GemmVersion = 1;
+// NOTE: H100 gives a CTA at most 227 KiB of dynamic shared memory. A stage holds an A tile
+// (bm x 128 FP8 bytes) and a B tile (bn x 128), plus the bf16 D tile staged for the TMA store
+// and ~1 KiB of barriers and scales.
+constexpr int64_t kSm90SmemBytes = 227 * 1024;
+
+int Sm90MaxStages(int bm, int bn) {
+  const int64_t per_stage = int64_t{bm + bn} * 128;
+  const int64_t fixed = int64_t{bm} * bn * 2 + 1024;
+  return static_cast<int>(std::min<int64_t>(6, (kSm90SmemBytes - fixed) / per_stage));
+}
+
+ConfigSpace Sm90GemmSpace(absl::string_view variant) {
+  ConfigSpace s;
+  s.op = "gemm";
+  s.variant = std::string(variant);
+  s.arch_family = "sm_90";
+  s.kernel_version = kSm90GemmVersion;
+  for (int bm : {64, 128, 256}) {
+    for (int bn : {64, 128, 192, 256}) {
+      if (bm * bn > 128 * 256) continue;
+      for (int cl : {1, 2}) {
+        for (int rs : {0, 1}) {
+          s.configs.push_back(FormatSm90GemmConfig({bm, bn, Sm90MaxStages(bm, bn), cl, rs}));
+        }
+      }
+    }
+  }
+  // Few rows (decode-like or small expert groups) want the short tile; otherwise 128x128 with a
+  // deep pipeline is the balanced choice that needs no tuning.
+  s.heuristic = [](const TuneKey& key) {
+    const int bm = key.m <= 64 ? 64 : 128;
+    return FormatSm90GemmConfig({bm, 128, Sm90MaxStages(bm, 128), 1, 0});
+  };
+  s.check = [](absl::string_view c) { return ParseSm90GemmConfig(c).status(); };
+  s.applies = [](const TuneKey& key, absl::string_view c) {
+    auto cfg = ParseSm90GemmConfig(c);
+    if (!cfg.ok()) return false;
+    const int64_t rows = key.groups > 1 ? std::max<int64_t>(64, key.m / key.groups) : key.m;
+    if (cfg->bm > std::max<int64_t>(64, RoundUp(rows, 64))) return false;
+    if (cfg->bn > std::max<int64_t>(64, RoundUp(key.n, 64))) return false;
+    return cfg->cl == 1 || key.m >= 2 * cfg->bm;
+  };
+  return s;
+}
+
+// ---- HIP GEMM -------------------------------------------------------------------------------
+
+constexpr int32_t kHipGemmVersion = 1;
+
+ConfigSpace HipGemmSpace(absl::string_view variant, absl::string_view family) {
+  ConfigSpace s;
+  s.op = "gemm";
+  s.variant = std::string(variant);
+  s.arch_family = std::string(family);
+  s.kernel_version = kHipGemmVersion;
+  for (int bm : {64, 128, 256}) {
+    for (int bn : {64, 128, 256}) {
+      if (bm * bn > 256 * 128) continue;
+      for (int bk : {64, 128}) {
+        for (int nw : {4, 8}) s.configs.push_back(FormatHipGemmConfig({bm, bn, bk, nw, 2}));
+      }
+    }
+  }
+  // NOTE: MI300's 64-lane wavefronts and larger register file favour 256-wide N tiles with a
+  // 64-deep K tile on gfx94x; gfx90a (no FP8 units, emulated) keeps the square tile.
+  const bool gfx94x = family == "gfx94x";
+  s.heuristic = [gfx94x](const TuneKey& key) {
+    if (gfx94x && key.n >= 256 && key.m > 64) return FormatHipGemmConfig({128, 256, 64, 8, 2});
+    return FormatHipGemmConfig({key.m <= 64 ? 64 : 128, 128, 128, 4, 2});
+  };
+  s.check = [](absl::string_view c) { return ParseHipGemmConfig(c).status(); };
+  s.applies = [](const TuneKey& key, absl::string_view c) {
+    auto cfg = ParseHipGemmConfig(c);
+    if (!cfg.ok()) return false;
+    return cfg->bm <= std::max<int64_t>(64, RoundUp(key.m, 64)) &&
+           cfg->bn <= std::max<int64_t>(64, RoundUp(key.n, 64));
+  };
+  return s;
+}
+
+}  // namespace
+
+std::string ArchFamily(absl::string_view arch) {
+  if (arch == "sm_90" || arch == "sm_90a") return "sm_90";
+  if (arch == "gfx940" || arch == "gfx941" || arch == "gfx942") return "gfx94x";
+  if (arch == "x86_64" || arch == "aarch64") return "cpu";
+  return std::string(arch);
+}
+
+const ConfigSpaceRegistry& ConfigSpaceRegistry::Builtin() {
+  static const ConfigSpaceRegistry* const kRegistry = [] {
+    auto* r = new ConfigSpaceRegistry();
+    const absl::Status s = RegisterBuiltinSpaces(*r);
+    (void)s;  // the built-in spaces are checked by autotune_space_test
+    return r;
+  }();
+  return *kRegistry;
+}
+
+absl::Status ConfigSpaceRegistry::Register(ConfigSpace space) {
+  const std::string name = absl::StrCat(space.op, "/", space.variant, "/", space.arch_family);
+  if (space.op.empty() || space.variant.empty() || space.arch_family.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("space ", name, " needs op, variant and arch"));
+  }
+  if (space.configs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("space ", name, " declares no config"));
+  }
+  if (!space.heuristic || !space.check) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("space ", name, " needs a heuristic and a check"));
+  }
+  for (const std::string& c : space.configs) {
+    const absl::Status s = space.check(c);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("space ", name, ": ", s.message()));
+    }
+  }
+  for (const auto& existing : spaces_) {
+    if (existing->op == space.op && existing->variant == space.variant &&
+        existing->arch_family == space.arch_family) {
+      return absl::AlreadyExistsError(absl::StrCat("space ", name, " is already registered"));
+    }
+  }
+  spaces_.push_back(std::make_unique<ConfigSpace>(std::move(space)));
+  return absl::OkStatus();
+}
+
+const ConfigSpace* ConfigSpaceRegistry::Find(absl::string_view op, absl::string_view variant,
+                                             absl::string_view arch) const {
+  const std::string family = ArchFamily(arch);
+  for (const auto& s : spaces_) {
+    if (s->op == op && s->variant == variant && s->arch_family == family) return s.get();
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::vector<std::string>> ConfigSpaceRegistry::Candidates(
+    const TuneKey& key) const {
+  const ConfigSpace* space = Find(key);
+  if (space == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
+                                            " on ", key.arch));
+  }
+  std::vector<std::string> out;
+  for (const std::string& c : space->configs) {
+    if (!space->applies || space->applies(key, c)) out.push_back(c);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ConfigSpaceRegistry::Default(const TuneKey& key) const {
+  const ConfigSpace* space = Find(key);
+  if (space == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
+                                            " on ", key.arch));
+  }
+  return space->heuristic(key);
+}
+
+absl::Status ConfigSpaceRegistry::CheckEntry(const TuneKey& key, absl::string_view config) const {
+  const ConfigSpace* space = Find(key);
+  if (space == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
+                                            " on ", key.arch));
+  }
+  if (space->kernel_version != key.kernel_version) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("key was tuned for kernel version ", key.kernel_version, "; this build has ",
+                     space->kernel_version));
+  }
+  return space->check(config);
+}
+
+std::vector<const ConfigSpace*> ConfigSpaceRegistry::All() const {
+  std::vector<const ConfigSpace*> out;
+  for (const auto& s : spaces_) out.push_back(s.get());
+  return out;
+}
+
+absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry) {
+  absl::Status status = registry.Register(CpuGemmSpace());
+  for (const char* variant : {"nt", "nn", "tn", "m_grouped_nt", "k_grouped_tn"}) {
+    status.Update(registry.Register(Sm90GemmSpace(variant)));
+    status.Update(registry.Register(HipGemmSpace(variant, "gfx90a")));
+    status.Update(registry.Register(HipGemmSpace(variant, "gfx94x")));
+  }
+  return status;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseConfigFields(
+    absl::string_view config) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  if (config.empty()) return absl::InvalidArgumentError("config is empty");
+  for (absl::string_view part : absl::StrSplit(config, '.')) {
+    size_t i = 0;
+    while (i < part.size() && part[i] >= 'a' && part[i] <= 'z') ++i;
+    int64_t v = 0;
+    const absl::string_view digits = part.substr(i);
+    const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (i == 0 || !all_digits || digits.size() > 9 || !absl::SimpleAtoi(digits, &v) ||
+        (digits.size() > 1 && digits[0] == '0')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config \"", config, "\" field \"", part,
+          "\" is not a lower-case name followed by a decimal integer"));
+    }
+    out.emplace_back(std::string(part.substr(0, i)), v);
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config) {
+  auto v = ParseFixedFields(config, {"tn"});
+  if (!v.ok()) return v.status();
+  const int64_t tn = (*v)[0];
+  if (!OneOf(tn, {16, 32, 64, 128, 256})) {
+    return OutOfRange(config, "tn", tn, "16, 32, 64, 128 or 256");
+  }
+  return tn;
+}
+
+std::string FormatCpuGemmConfig(int64_t tile_n) { return absl::StrCat("tn", tile_n); }
+
+absl::StatusOr<Sm90GemmConfig> ParseSm90GemmConfig(absl::string_view config) {
+  auto v = ParseFixedFields(config, {"bm", "bn", "st", "cl", "rs"});
+  if (!v.ok()) return v.status();
+  const std::vector<int64_t>& f = *v;
+  if (!OneOf(f[0], {64, 128, 256})) return OutOfRange(config, "bm", f[0], "64, 128 or 256");
+  if (!OneOf(f[1], {64, 128, 192, 256})) {
+    return OutOfRange(config, "bn", f[1], "64, 128, 192 or 256");
+  }
+  if (f[0] * f[1] > 128 * 256) {
+    return OutOfRange(config, "bm*bn", f[0] * f[1], "<= 32768 (128x256 accumulators)");
+  }
+  if (f[2] < 1 || f[2] > 8) return OutOfRange(config, "st", f[2], "in 1..8");
+  if (!OneOf(f[3], {1, 2})) return OutOfRange(config, "cl", f[3], "1 or 2");
+  if (!OneOf(f[4], {0, 1})) return OutOfRange(config, "rs", f[4], "0 or 1");
+  Sm90GemmConfig c;
+  c.bm = static_cast<int>(f[0]);
+  c.bn = static_cast<int>(f[1]);
+  c.st = static_cast<int>(f[2]);
+  c.cl = static_cast<int>(f[3]);
+  c.rs = static_cast<int>(f[4]);
+  return c;
+}
+
+std::string FormatSm90GemmConfig(const Sm90GemmConfig& c) {
+  return absl::StrCat("bm", c.bm, ".bn", c.bn, ".st", c.st, ".cl", c.cl, ".rs", c.rs);
+}
+
+absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config) {
+  auto v = ParseFixedFields(config, {"bm", "bn", "bk", "nw", "st"});
+  if (!v.ok()) return v.status();
+  const std::vector<int64_t>& f = *v;
+  if (!OneOf(f[0], {64, 128, 256})) return OutOfRange(config, "bm", f[0], "64, 128 or 256");
+  if (!OneOf(f[1], {64, 128, 256})) return OutOfRange(config, "bn", f[1], "64, 128 or 256");
+  if (f[0] * f[1] > 256 * 128) {
+    return OutOfRange(config, "bm*bn", f[0] * f[1], "<= 32768 (256x128 accumulators)");
+  }
+  if (!OneOf(f[2], {64, 128})) return OutOfRange(config, "bk", f[2], "64 or 128");
+  if (!OneOf(f[3], {4, 8})) return OutOfRange(config, "nw", f[3], "4 or 8");
+  if (!OneOf(f[4], {1, 2})) return OutOfRange(config, "st", f[4], "1 or 2");
+  HipGemmConfig c;
+  c.bm = static_cast<int>(f[0]);
+  c.bn = static_cast<int>(f[1]);
+  c.bk = static_cast<int>(f[2]);
+  c.nw = static_cast<int>(f[3]);
+  c.st = static_cast<int>(f[4]);
+  return c;
+}
+
+std::string FormatHipGemmConfig(const HipGemmConfig& c) {
+  return absl::StrCat("bm", c.bm, ".bn", c.bn, ".bk", c.bk, ".nw", c.nw, ".st", c.st);
+}
+
+}  // namespace kd

@@ -1,0 +1,256 @@
+// End to end: the real kerneld binary on temporary sockets, real client processes, kctl, and a
+// real HTTP scrape of /metrics.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "kerneld/client/client.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_daemon.h"
+
+namespace kd {
+namespace testing {
+namespace {
+
+// One number from kctl's JSON: "key":123.
+int64_t JsonInt(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\":\\s*(-?[0-9]+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+std::string JsonString(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\":\\s*\"([^\"]*)\""))) return "";
+  return m[1];
+}
+
+// The sum of every sample of `name` whose labels contain all of `labels` (`k="v"` strings).
+double SumSamples(const std::string& exposition, const std::string& name,
+                  const std::vector<std::string>& labels) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (!absl::StartsWith(line, name + "{") && !absl::StartsWith(line, name + " ")) continue;
+    bool all = true;
+    for (const auto& l : labels) all = all && line.find(l) != absl::string_view::npos;
+    if (!all) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) sum += v;
+  }
+  return sum;
+}
+
+int64_t RssKiB(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(f, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) {
+      int64_t kib = 0;
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 9)), &kib);
+      return kib;
+    }
+  }
+  return -1;
+}
+
+// /dev/shm objects of the daemon's pool ("kerneld.<pid>.*").
+int PoolObjects(pid_t pid) {
+  int n = 0;
+  DIR* d = opendir("/dev/shm");
+  const std::string prefix = absl::StrCat("kerneld.", pid, ".");
+  for (dirent* e; d && (e = readdir(d));) n += absl::StartsWith(e->d_name, prefix);
+  if (d) closedir(d);
+  return n;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = dir_.path() + "/kerneld.sock";
+    admin_ = dir_.path() + "/admin.sock";
+    daemon_ = std::make_unique<Subprocess>(std::vector<std::string>{
+        KD_KERNELD_PATH, "--socket=" + data_, "--admin_socket=" + admin_,
+        "--metrics_address=127.0.0.1:0", "--backend=cpu", "--cpu_threads=2"});
+    for (int i = 0; i < 100; ++i) {
+      std::string json = Status();
+      if (!json.empty()) {
+        metrics_ = JsonString(json, "metrics_address");
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_FALSE(metrics_.empty()) << "the daemon did not come up";
+  }
+
+  void TearDown() override {
+    daemon_->Kill(SIGTERM);
+    EXPECT_EQ(daemon_->Wait(absl::Seconds(15)), 0) << "kerneld did not exit cleanly on SIGTERM";
+  }
+
+  // `kctl status --json`, or "" when it failed.
+  std::string Status() {
+    int code = 0;
+    std::string out = RunCommand({KD_KCTL_PATH, "--admin_socket=" + admin_, "status", "--json"}, &code);
+    return code == 0 ? out : "";
+  }
+
+  // Polls kctl until sessions and buffers reach the given counts; returns the time it took or
+  // absl::InfiniteDuration() when `limit` passed first.
+  absl::Duration WaitForCounts(int64_t sessions, int64_t buffers, absl::Duration limit) {
+    const absl::Time start = absl::Now();
+    while (absl::Now() - start < limit) {
+      const std::string json = Status();
+      if (JsonInt(json, "sessions_active") == sessions && JsonInt(json, "buffers_registered") == buffers) {
+        return absl::Now() - start;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return absl::InfiniteDuration();
+  }
+
+  std::unique_ptr<Subprocess> Pipeline(int64_t m, int64_t n, int64_t k, int groups, int iterations, int seed) {
+    return std::make_unique<Subprocess>(std::vector<std::string>{
+        KD_PIPELINE_CLIENT_PATH, "--socket=" + data_, absl::StrCat("--m=", m), absl::StrCat("--n=", n),
+        absl::StrCat("--k=", k), absl::StrCat("--groups=", groups),
+        absl::StrCat("--iterations=", iterations), absl::StrCat("--seed=", seed)});
+  }
+
+  TempDir dir_;
+  std::string data_, admin_, metrics_;
+  std::unique_ptr<Subprocess> daemon_;
+};
+
+TEST_F(DaemonTest, SocketsHaveTheirModes) {
+  struct stat st;
+  ASSERT_EQ(stat(data_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  ASSERT_EQ(stat(admin_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(DaemonTest, FourPipelinesAndAMalformedClientAtOnce) {
+  // Warm up (thread pools, gRPC, allocator) before taking the memory baseline.
+  ASSERT_EQ(Pipeline(128, 128, 256, 2, 2, 99)->Wait(absl::Seconds(120)), 0);
+  ASSERT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5));
+  const int64_t baseline_kib = RssKiB(daemon_->pid());
+
+  std::vector<std::unique_ptr<Subprocess>> clients;
+  clients.push_back(Pipeline(256, 256, 512, 4, 3, 1));
+  clients.push_back(Pipeline(130, 384, 256, 3, 3, 2));    // M, N not multiples of 128
+  clients.push_back(Pipeline(64, 200, 1024, 1, 3, 3));
+  clients.push_back(Pipeline(512, 128, 384, 8, 3, 4));
+  auto malformed = std::make_unique<Subprocess>(std::vector<std::string>{
+      KD_MALFORMED_CLIENT_PATH, "--socket=" + data_, "--rounds=30"});
+  for (size_t i = 0; i < clients.size(); ++i) {
+    EXPECT_EQ(clients[i]->Wait(absl::Seconds(300)), 0) << "pipeline client " << i;
+  }
+  EXPECT_EQ(malformed->Wait(absl::Seconds(300)), 0) << malformed->Output();
+
+  // Every session is gone (the malformed client abandoned some: its exit closed them) and the
+  // daemon holds no memory for anyone.
+  EXPECT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5));
+  const std::string json = Status();
+  EXPECT_EQ(JsonInt(json, "memory_used_bytes"), 0);
+  EXPECT_EQ(JsonInt(json, "memory_imported_bytes"), 0);
+  EXPECT_EQ(PoolObjects(daemon_->pid()), 0);
+  const int64_t after_kib = RssKiB(daemon_->pid());
+  // Freed heap is not always returned to the kernel; allow allocator slack, not a leak per op.
+  EXPECT_LT(after_kib, baseline_kib + 64 * 1024) << "baseline " << baseline_kib << " KiB";
+  EXPECT_GT(JsonInt(json, "ops_completed"), 0);
+}
+
+TEST_F(DaemonTest, SigkilledClientIsReleasedWithinFiveSeconds) {
+  Subprocess holder({KD_PIPELINE_CLIENT_PATH, "--socket=" + data_, "--hold"});
+  const std::string ready = holder.ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(absl::StartsWith(ready, "READY ")) << ready;
+  std::string json = Status();
+  EXPECT_EQ(JsonInt(json, "sessions_active"), 1);
+  EXPECT_EQ(JsonInt(json, "buffers_registered"), 4);
+  EXPECT_EQ(PoolObjects(daemon_->pid()), 1);
+
+  holder.Kill(SIGKILL);
+  EXPECT_EQ(holder.Wait(absl::Seconds(5)), 128 + SIGKILL);
+  const absl::Duration took = WaitForCounts(0, 0, absl::Seconds(5));
+  EXPECT_LT(took, absl::Seconds(5)) << "buffers of a SIGKILLed client were not released";
+  json = Status();
+  EXPECT_EQ(JsonInt(json, "memory_used_bytes"), 0);
+  EXPECT_EQ(JsonInt(json, "memory_imported_bytes"), 0);
+  EXPECT_EQ(PoolObjects(daemon_->pid()), 0);
+
+  // The gauges follow within one reaper period.
+  std::string metrics;
+  for (int i = 0; i < 50; ++i) {
+    metrics = HttpGet(metrics_, "/metrics");
+    if (MetricValue(metrics, "kerneld_buffers_registered") == 0 &&
+        MetricValue(metrics, "kerneld_sessions_active") == 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(MetricValue(metrics, "kerneld_sessions_active"), 0);
+  EXPECT_EQ(MetricValue(metrics, "kerneld_buffers_registered"), 0);
+  EXPECT_EQ(MetricValue(metrics, "kerneld_device_memory_bytes{device=\"cpu:0\",state=\"used\"}"), 0);
+  EXPECT_EQ(MetricValue(metrics, "kerneld_device_memory_bytes{device=\"cpu:0\",state=\"imported\"}"), 0);
+}
+
+TEST_F(DaemonTest, MetricsCountRealRpcs) {
+  const std::string before = HttpGet(metrics_, "/metrics");
+  ASSERT_NE(before.find("kerneld_build_info"), std::string::npos);
+  // Iteration 0 makes single-op RPCs, iteration 1 one Submit of the same four ops.
+  ASSERT_EQ(Pipeline(128, 256, 256, 2, 2, 7)->Wait(absl::Seconds(120)), 0);
+  // One refused request.
+  {
+    auto client = client::Client::Connect(data_);
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE((*client)->OpenSession("bad").ok());
+    v1::QuantizeOp op;
+    EXPECT_EQ((*client)->Quantize(op).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  const std::string after = HttpGet(metrics_, "/metrics");
+  auto delta = [&](const std::string& name, const std::vector<std::string>& labels) {
+    return SumSamples(after, name, labels) - SumSamples(before, name, labels);
+  };
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Quantize\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Gemm\"", "code=\"OK\""}), 1);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Pad\"", "code=\"OK\""}), 1);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Submit\"", "code=\"OK\""}), 1);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"RegisterBuffer\"", "code=\"OK\""}), 10);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"OpenSession\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Quantize\"", "code=\"INVALID_ARGUMENT\""}), 1);
+  EXPECT_EQ(delta("kerneld_rpc_duration_seconds_count", {"method=\"Quantize\""}), 3);
+  // Kernel histograms: two quantizes, one gemm, one pad per iteration.
+  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"quantize\"", "device=\"cpu:0\""}), 4);
+  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"quantize\"", "variant=\"1x128\"", "dtype=\"bf16>e4m3fn\""}), 2);
+  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"gemm\"", "variant=\"nt\""}), 2);
+  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"pad\"", "variant=\"a32\""}), 2);
+  EXPECT_GT(delta("kerneld_kernel_duration_seconds_sum", {"op=\"gemm\""}), 0);
+}
+
+TEST_F(DaemonTest, KctlStatusShowsTheDaemon) {
+  auto client = client::Client::Connect(data_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->OpenSession("status-check").ok());
+  int code = 0;
+  const std::string table = RunCommand({KD_KCTL_PATH, "--admin_socket=" + admin_, "status"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(table.find("kerneld 0.1.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("cpu:0"), std::string::npos) << table;
+  EXPECT_NE(table.find("status-check"), std::string::npos) << table;
+  // kctl pointed at the data socket is refused.
+  RunCommand({KD_KCTL_PATH, "--admin_socket=" + data_, "status"}, &code);
+  EXPECT_NE(code, 0);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace kd

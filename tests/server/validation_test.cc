@@ -274,7 +274,7 @@ TEST_F(ValidationTest, MissingRequiredTensorIsInvalid) {
 TEST_F(ValidationTest, GemmReductionMismatchIsInvalid) {
   auto r = GoodGemm();
   *r.mutable_op()->mutable_b() = Ref(buf_, v1::DTYPE_E4M3FN, {8, 128}, kExtra);
-  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "b.shape[1]=128 must equal a.shape[1]=256 (K)");
+  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "b.shape[1]=128 must equal a.shape[1]=256 (the reduction)");
 }
 
 TEST_F(ValidationTest, GemmAccumulateIntoBf16IsInvalid) {

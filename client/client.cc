@@ -44,8 +44,8 @@ class Client::SessionStream {
   // The first message, or the status the stream ended with before sending one.
   absl::StatusOr<v1::SessionEvent> WaitFirst(absl::Duration timeout) {
     if (!first_.WaitForNotificationWithTimeout(timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "kerneld sent no session id within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("kerneld sent no session id within ", absl::FormatDuration(timeout)));
     }
     absl::MutexLock lock(&mu_);
     if (!have_first_) return final_status_;
@@ -234,8 +234,7 @@ absl::StatusOr<v1::AllocateBufferResponse> Client::AllocateBufferRaw(uint64_t si
 
 absl::StatusOr<ShmBuffer> Client::AllocateBuffer(uint64_t size, absl::string_view backend,
                                                  int device) {
-  absl::StatusOr<v1::AllocateBufferResponse> response =
-      AllocateBufferRaw(size, backend, device);
+  absl::StatusOr<v1::AllocateBufferResponse> response = AllocateBufferRaw(size, backend, device);
   if (!response.ok()) return response.status();
   if (response->handle_case() != v1::AllocateBufferResponse::kShmName) {
     // The daemon holds the allocation; hand it back rather than leak it until the session ends.
@@ -363,9 +362,8 @@ v1::QuantizeOp MakeQuantizeOp(const v1::TensorRef& input, const v1::TensorRef& o
   return op;
 }
 
-v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales,
-                      const v1::TensorRef& b, const v1::TensorRef& b_scales,
-                      const v1::TensorRef& d) {
+v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales, const v1::TensorRef& b,
+                      const v1::TensorRef& b_scales, const v1::TensorRef& d) {
   v1::GemmOp op;
   op.set_variant(v1::GEMM_NT);
   *op.mutable_a() = a;

@@ -41,8 +41,8 @@ class ClientDaemonTest : public ::testing::Test {
     data_socket_ = dir_ + "/kerneld.sock";
     admin_socket_ = dir_ + "/admin.sock";
     std::vector<std::string> args = {KD_KERNELD_PATH, "--socket=" + data_socket_,
-                                     "--admin_socket=" + admin_socket_, "--metrics_address=",
-                                     "--backend=cpu"};
+                                     "--admin_socket=" + admin_socket_,
+                                     "--metrics_address=", "--backend=cpu"};
     pid_ = fork();
     if (pid_ == 0) {
       std::vector<char*> argv;
@@ -100,8 +100,7 @@ class ClientDaemonTest : public ::testing::Test {
   static pid_t pid_;
 };
 
-std::string ClientDaemonTest::dir_, ClientDaemonTest::data_socket_,
-    ClientDaemonTest::admin_socket_;
+std::string ClientDaemonTest::dir_, ClientDaemonTest::data_socket_, ClientDaemonTest::admin_socket_;
 pid_t ClientDaemonTest::pid_ = -1;
 
 // A registered bf16 input (m x k) with its FP8 output and 1x128 scales.
@@ -255,8 +254,8 @@ TEST_F(ClientDaemonTest, KctlStatusJsonListsALiveSessionWithItsBuffers) {
   ASSERT_TRUE(client->OpenSession("kctl-json").ok());
   QuantizeBuffers q = MakeQuantize(*client, 1, 128);
   std::ostringstream out, err;
-  const int code = kctl::RunKctl({"--admin_socket=" + admin_socket_, "status", "--json"}, "",
-                                 out, err);
+  const int code =
+      kctl::RunKctl({"--admin_socket=" + admin_socket_, "status", "--json"}, "", out, err);
   EXPECT_EQ(code, kctl::kExitOk) << err.str();
   const std::string json = out.str();
   const size_t at = json.find("\"session_id\": \"" + client->session_id() + "\"");

@@ -113,8 +113,7 @@ class Client {
   // FAILED_PRECONDITION without a session or when `buffer` is already registered.
   absl::StatusOr<uint64_t> RegisterBuffer(ShmBuffer& buffer);
   // Registers `size` bytes of the shm object `shm_name`; the raw form of the call above.
-  absl::StatusOr<v1::RegisterBufferResponse> RegisterShm(absl::string_view shm_name,
-                                                         uint64_t size);
+  absl::StatusOr<v1::RegisterBufferResponse> RegisterShm(absl::string_view shm_name, uint64_t size);
 
   // Asks the daemon to allocate `size` bytes from its pool on `backend` (empty: its default)
   // and maps the returned shm object. The ShmBuffer does not own the name; release it with
@@ -166,9 +165,8 @@ class Client {
 v1::QuantizeOp MakeQuantizeOp(const v1::TensorRef& input, const v1::TensorRef& output,
                               const v1::TensorRef& scales, v1::QuantGranularity granularity);
 // D = A · Bᵀ with 1x128 scales on A and 128x128 scales on B.
-v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales,
-                      const v1::TensorRef& b, const v1::TensorRef& b_scales,
-                      const v1::TensorRef& d);
+v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales, const v1::TensorRef& b,
+                      const v1::TensorRef& b_scales, const v1::TensorRef& d);
 v1::PadOp MakePadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
                     const v1::TensorRef& output, const v1::TensorRef& padded_group_ends,
                     int32_t alignment);

@@ -186,7 +186,7 @@ TEST_F(ClientDaemonTest, ExpiredLeaseShowsInSessionStatusAndOpsAreNotFound) {
   while (client->SessionStatus().ok() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  EXPECT_FALSE(client->SessionStatus().ok());
+  EXPECT_EQ(client->SessionStatus().code(), absl::StatusCode::kNotFound) << client->SessionStatus();
   EXPECT_EQ(client->Submit({}).status().code(), absl::StatusCode::kNotFound);
 }
 

@@ -104,8 +104,10 @@ class Client {
   // session message.
   const std::string& backend() const;
   uint32_t lease_seconds() const;
-  // OK while the session stream is open; once the daemon ended it (lease expired, drain, daemon
-  // exit) the stream's final status, with the daemon's reason in the message when it gave one.
+  // OK while the session stream is open. Once the daemon ended the session (lease expiry):
+  // NOT_FOUND, the code the daemon gives every call naming it; once the stream broke (daemon
+  // exit): the stream's status, e.g. UNAVAILABLE. The message carries the daemon's reason when
+  // it sent one. FAILED_PRECONDITION when no session is open.
   absl::Status SessionStatus() const;
 
   // Registers `buffer` (a POSIX shm object this process mapped) with the session, records the

@@ -136,8 +136,8 @@ absl::StatusOr<HealthState> CheckHealth(absl::string_view target, absl::string_v
   grpc::ByteBuffer response;
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status s) {
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
                    status = std::move(s);
                    done.Notify();
                  });

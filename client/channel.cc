@@ -25,8 +25,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const std::string&
   }
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  const auto deadline =
-      std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
   if (!channel->WaitForConnected(deadline)) {
     return absl::UnavailableError(absl::StrCat("cannot connect to ", target, " within ",
                                                absl::FormatDuration(timeout),

@@ -44,29 +44,38 @@ class Client::SessionStream {
   // The first message, or the status the stream ended with before sending one.
   absl::StatusOr<v1::SessionEvent> WaitFirst(absl::Duration timeout) {
     if (!first_.WaitForNotificationWithTimeout(timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "kerneld sent no session id within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("kerneld sent no session id within ", absl::FormatDuration(timeout)));
     }
     absl::MutexLock lock(&mu_);
-    if (!have_first_) return final_status_;
-    return first_event_;
+    if (have_first_) return first_event_;
+    if (final_status_.ok()) return absl::InternalError("the session stream ended without an id");
+    return final_status_;
   }
 
-  absl::Status Status() const {
+  // OK while the stream is open. A stream the daemon finished normally (CloseSession, lease
+  // expiry) means the session is gone: NOT_FOUND, as the daemon answers for it. Otherwise the
+  // stream's own status (UNAVAILABLE when the daemon went away, CANCELLED...).
+  absl::Status Status(const std::string& id) const {
     absl::MutexLock lock(&mu_);
     if (!finished_) return absl::OkStatus();
-    if (final_status_.ok()) {
-      return absl::CancelledError(end_reason_.empty() ? "session ended" : end_reason_);
-    }
-    if (end_reason_.empty()) return final_status_;
-    return absl::Status(final_status_.code(),
-                        absl::StrCat(end_reason_, " (", final_status_.message(), ")"));
+    const std::string reason = end_reason_.empty() ? std::string() : ": " + end_reason_;
+    if (final_status_.ok())
+      return absl::NotFoundError(absl::StrCat("session ", id, " ended", reason));
+    return absl::Status(final_status_.code(), absl::StrCat("session ", id, " ended", reason, " (",
+                                                           final_status_.message(), ")"));
   }
+
+  // Filled from the first message by OpenSession.
+  std::string id;
+  std::string backend;
+  uint32_t lease_seconds = 0;
 
  private:
   void ReadLoop() {
     v1::SessionEvent event;
-    if (reader_->Read(&event)) {
+    const bool got_first = reader_->Read(&event);
+    if (got_first) {
       {
         absl::MutexLock lock(&mu_);
         first_event_ = event;
@@ -79,18 +88,14 @@ class Client::SessionStream {
           end_reason_ = event.reason();
         }
       }
-      Finish();
-    } else {
-      Finish();
-      first_.Notify();
     }
-  }
-
-  void Finish() {
     absl::Status status = FromGrpcStatus(reader_->Finish());
-    absl::MutexLock lock(&mu_);
-    final_status_ = std::move(status);
-    finished_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      final_status_ = std::move(status);
+      finished_ = true;
+    }
+    if (!got_first) first_.Notify();
   }
 
   grpc::ClientContext context_;
@@ -102,14 +107,8 @@ class Client::SessionStream {
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
-  // Last: started after every member it uses is constructed.
+  // Last: the reader thread starts once every member it uses is constructed.
   std::thread thread_;
-
- public:
-  // Filled from the first message by OpenSession.
-  std::string id;
-  std::string backend;
-  uint32_t lease_seconds = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(absl::string_view target,
@@ -178,7 +177,7 @@ uint32_t Client::lease_seconds() const { return session_ ? session_->lease_secon
 
 absl::Status Client::SessionStatus() const {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  return session_->Status();
+  return session_->Status(session_->id);
 }
 
 absl::Status Client::RequireSession() const {
@@ -234,8 +233,7 @@ absl::StatusOr<v1::AllocateBufferResponse> Client::AllocateBufferRaw(uint64_t si
 
 absl::StatusOr<ShmBuffer> Client::AllocateBuffer(uint64_t size, absl::string_view backend,
                                                  int device) {
-  absl::StatusOr<v1::AllocateBufferResponse> response =
-      AllocateBufferRaw(size, backend, device);
+  absl::StatusOr<v1::AllocateBufferResponse> response = AllocateBufferRaw(size, backend, device);
   if (!response.ok()) return response.status();
   if (response->handle_case() != v1::AllocateBufferResponse::kShmName) {
     // The daemon holds the allocation; hand it back rather than leak it until the session ends.
@@ -363,9 +361,8 @@ v1::QuantizeOp MakeQuantizeOp(const v1::TensorRef& input, const v1::TensorRef& o
   return op;
 }
 
-v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales,
-                      const v1::TensorRef& b, const v1::TensorRef& b_scales,
-                      const v1::TensorRef& d) {
+v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales, const v1::TensorRef& b,
+                      const v1::TensorRef& b_scales, const v1::TensorRef& d) {
   v1::GemmOp op;
   op.set_variant(v1::GEMM_NT);
   *op.mutable_a() = a;

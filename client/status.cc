@@ -13,8 +13,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   absl::Status result;
   if (code < static_cast<int>(absl::StatusCode::kCancelled) ||
       code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-    result = absl::UnknownError(absl::StrCat("gRPC status code ", code, ": ",
-                                             status.error_message()));
+    result =
+        absl::UnknownError(absl::StrCat("gRPC status code ", code, ": ", status.error_message()));
   } else {
     result = absl::Status(static_cast<absl::StatusCode>(code), status.error_message());
   }

@@ -67,9 +67,9 @@ std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> shape) {
 absl::StatusOr<uint64_t> TensorEndByte(const v1::TensorRef& ref) {
   const size_t elem = DTypeSize(ref.dtype());
   if (elem == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dtype=", v1::DType_Name(ref.dtype()), " (", static_cast<int>(ref.dtype()),
-                     ") is not a known tensor dtype"));
+    return absl::InvalidArgumentError(absl::StrCat("dtype=", v1::DType_Name(ref.dtype()), " (",
+                                                   static_cast<int>(ref.dtype()),
+                                                   ") is not a known tensor dtype"));
   }
   const int rank = ref.shape_size();
   if (rank < 1 || rank > kMaxRank) {
@@ -83,18 +83,17 @@ absl::StatusOr<uint64_t> TensorEndByte(const v1::TensorRef& ref) {
     }
   }
   if (ref.byte_offset() % elem != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("byte_offset=", ref.byte_offset(),
-                                                   " is not a multiple of the element size ",
-                                                   elem));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "byte_offset=", ref.byte_offset(), " is not a multiple of the element size ", elem));
   }
   std::vector<int64_t> strides;
   if (ref.strides_size() == 0) {
     strides = RowMajorStrides(ref.shape());
   } else {
     if (ref.strides_size() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strides has ", ref.strides_size(), " entries; it must have one per dimension (",
-          rank, ") or none"));
+      return absl::InvalidArgumentError(absl::StrCat("strides has ", ref.strides_size(),
+                                                     " entries; it must have one per dimension (",
+                                                     rank, ") or none"));
     }
     strides.assign(ref.strides().begin(), ref.strides().end());
     if (strides[rank - 1] != 1) {
@@ -109,9 +108,9 @@ absl::StatusOr<uint64_t> TensorEndByte(const v1::TensorRef& ref) {
     if (ref.shape(i) == 0) return ref.byte_offset();
     if (i < rank - 1 && ref.strides_size() != 0 &&
         (strides[i] < 0 || static_cast<uint64_t>(strides[i]) < extent)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("strides[", i, "]=", strides[i], " is smaller than the extent ", extent,
-                       " of the dimensions inside it"));
+      return absl::InvalidArgumentError(absl::StrCat("strides[", i, "]=", strides[i],
+                                                     " is smaller than the extent ", extent,
+                                                     " of the dimensions inside it"));
     }
     uint64_t span;
     if (MulOverflows(static_cast<uint64_t>(ref.shape(i) - 1), static_cast<uint64_t>(strides[i]),

@@ -67,8 +67,8 @@ float Bf16ToFloat(uint16_t b) {
 double DecodeE4m3fn(uint8_t code) {
   const int exponent = (code >> 3) & 0xF, mantissa = code & 7;
   if (exponent == 15 && mantissa == 7) return std::numeric_limits<double>::quiet_NaN();
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9)
-                                         : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
   return (code & 0x80) ? -magnitude : magnitude;
 }
 
@@ -103,7 +103,8 @@ Quantized QuantizeReference(const std::vector<float>& x, int64_t rows, int64_t c
     for (int64_t bc = 0; bc < cols; bc += block_cols) {
       float amax = 0;
       for (int64_t r = br; r < br + block_rows; ++r) {
-        for (int64_t c = bc; c < bc + block_cols; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+        for (int64_t c = bc; c < bc + block_cols; ++c)
+          amax = std::max(amax, std::fabs(x[r * cols + c]));
       }
       const float scale = kE4m3Max / std::max(amax, kEps);
       q.scales.push_back(1.0f / scale);
@@ -120,9 +121,9 @@ Quantized QuantizeReference(const std::vector<float>& x, int64_t rows, int64_t c
 // ----- small helpers ------------------------------------------------------------------------
 
 // `auto lhs` = the value of the absl::StatusOr `expr`, or return its error from Run().
-#define KD_EXAMPLE_ASSIGN_OR_RETURN(lhs, expr)      \
-  auto lhs##_or = (expr);                           \
-  if (!lhs##_or.ok()) return lhs##_or.status();     \
+#define KD_EXAMPLE_ASSIGN_OR_RETURN(lhs, expr)  \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
 
 int failures = 0;
@@ -184,8 +185,8 @@ absl::Status Run(const std::string& socket) {
 
   // 1. Quantize X with 1x128 blocks and W with 128x128 blocks.
   std::printf("quantize X (%ldx%ld bf16 -> e4m3fn, 1x128 blocks)\n", kTokens, kHidden);
-  KD_EXAMPLE_ASSIGN_OR_RETURN(qx, client.Quantize(kd::client::MakeQuantizeOp(tx.ref, txq.ref, txs.ref,
-                                                              v1::QUANT_1X128)));
+  KD_EXAMPLE_ASSIGN_OR_RETURN(
+      qx, client.Quantize(kd::client::MakeQuantizeOp(tx.ref, txq.ref, txs.ref, v1::QUANT_1X128)));
   const Quantized rx = QuantizeReference(x, kTokens, kHidden, 1, 128);
   Check(std::memcmp(txq.buffer.data(), rx.codes.data(), rx.codes.size()) == 0,
         "codes equal the reference bit for bit");
@@ -196,8 +197,8 @@ absl::Status Run(const std::string& socket) {
   std::printf("  kernel time %.1f us\n", qx.kernel_seconds * 1e6);
 
   std::printf("quantize W (%ldx%ld bf16 -> e4m3fn, 128x128 blocks)\n", kOut, kHidden);
-  KD_EXAMPLE_ASSIGN_OR_RETURN(qw, client.Quantize(kd::client::MakeQuantizeOp(tw.ref, twq.ref, tws.ref,
-                                                              v1::QUANT_128X128)));
+  KD_EXAMPLE_ASSIGN_OR_RETURN(
+      qw, client.Quantize(kd::client::MakeQuantizeOp(tw.ref, twq.ref, tws.ref, v1::QUANT_128X128)));
   const Quantized rw = QuantizeReference(w, kOut, kHidden, 128, 128);
   Check(std::memcmp(twq.buffer.data(), rw.codes.data(), rw.codes.size()) == 0 &&
             std::memcmp(tws.buffer.data(), rw.scales.data(), rw.scales.size() * 4) == 0,
@@ -206,8 +207,8 @@ absl::Status Run(const std::string& socket) {
 
   // 2. D = dequant(Xq) · dequant(Wq)ᵀ, fp32 accumulation, bf16 output.
   std::printf("gemm NT (%ldx%ld · (%ldx%ld)ᵀ -> bf16)\n", kTokens, kHidden, kOut, kHidden);
-  KD_EXAMPLE_ASSIGN_OR_RETURN(g, client.Gemm(kd::client::MakeGemmNT(txq.ref, txs.ref, twq.ref, tws.ref,
-                                                     td.ref)));
+  KD_EXAMPLE_ASSIGN_OR_RETURN(
+      g, client.Gemm(kd::client::MakeGemmNT(txq.ref, txs.ref, twq.ref, tws.ref, td.ref)));
   double worst = 0, err2 = 0, ref2 = 0;
   bool within = true;
   for (int64_t m = 0; m < kTokens; ++m) {
@@ -231,8 +232,8 @@ absl::Status Run(const std::string& socket) {
   }
   Check(within, absl::StrFormat("D matches the dequantized reference (max |diff| %.3g)", worst));
   const double fp8_error = std::sqrt(err2 / ref2);
-  Check(fp8_error < 0.15, absl::StrFormat("FP8 vs bf16 relative error %.2f%% (< 15%%)",
-                                          100 * fp8_error));
+  Check(fp8_error < 0.15,
+        absl::StrFormat("FP8 vs bf16 relative error %.2f%% (< 15%%)", 100 * fp8_error));
   std::printf("  kernel time %.1f us\n", g.kernel_seconds * 1e6);
 
   // 3. Pad D's rows, split into three token groups (one of them empty), to 16-row groups. The
@@ -249,8 +250,8 @@ absl::Status Run(const std::string& socket) {
   std::memset(padded.data(), 0xFF, padded.size());  // so that unwritten rows would show
   const v1::TensorRef padded_ref =
       kd::client::MakeTensorRef(padded.buffer_id(), v1::DTYPE_BF16, {padded_rows, kOut});
-  KD_EXAMPLE_ASSIGN_OR_RETURN(p, client.Pad(kd::client::MakePadOp(td.ref, tends.ref, padded_ref, tpends.ref,
-                                                   kAlignment)));
+  KD_EXAMPLE_ASSIGN_OR_RETURN(
+      p, client.Pad(kd::client::MakePadOp(td.ref, tends.ref, padded_ref, tpends.ref, kAlignment)));
   std::vector<int32_t> expect_ends;
   std::vector<uint16_t> expect_rows(padded_rows * kOut, 0);
   int32_t start = 0, padded_start = 0;
@@ -274,8 +275,8 @@ absl::Status Run(const std::string& socket) {
   // 4. Unpad back and compare with D.
   std::printf("unpad (back to %ld rows)\n", kTokens);
   KD_EXAMPLE_ASSIGN_OR_RETURN(tback, NewTensor(client, v1::DTYPE_BF16, {kTokens, kOut}));
-  KD_EXAMPLE_ASSIGN_OR_RETURN(u, client.Unpad(kd::client::MakeUnpadOp(padded_ref, tends.ref, tback.ref,
-                                                       kAlignment)));
+  KD_EXAMPLE_ASSIGN_OR_RETURN(
+      u, client.Unpad(kd::client::MakeUnpadOp(padded_ref, tends.ref, tback.ref, kAlignment)));
   Check(std::memcmp(tback.buffer.data(), td.buffer.data(), td.buffer.size()) == 0,
         "unpad(pad(D)) == D");
   std::printf("  kernel time %.1f us\n", u.kernel_seconds * 1e6);

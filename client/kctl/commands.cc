@@ -13,13 +13,17 @@ namespace kctl {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
-      {"status", "status [--json]",
+      {"status",
+       "status [--json]",
        "backends, devices and memory, sessions and their buffers, uptime, version",
-       {"json"}, &RunStatus},
-      {"health", "health [--socket=PATH] [--service=NAME] [--liveness]",
+       {"json"},
+       &RunStatus},
+      {"health",
+       "health [--socket=PATH] [--service=NAME] [--liveness]",
        "health check of the data socket ($KERNELD_SOCKET): exit 0 when SERVING, or with "
        "--liveness whenever the daemon answers (draining included)",
-       {"socket", "service", "liveness"}, &RunHealth},
+       {"socket", "service", "liveness"},
+       &RunHealth},
   };
   return *kCommands;
 }

@@ -38,10 +38,10 @@ struct CommandLine {
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 
 struct CommandContext {
-  std::vector<std::string> args;              // words after the subcommand
+  std::vector<std::string> args;               // words after the subcommand
   std::map<std::string, std::string> options;  // the command's own options
-  std::string admin_socket;                   // --admin_socket, $KERNELD_ADMIN_SOCKET, default
-  absl::Duration timeout = absl::Seconds(5);  // --timeout, for connecting and each call
+  std::string admin_socket;                    // --admin_socket, $KERNELD_ADMIN_SOCKET, default
+  absl::Duration timeout = absl::Seconds(5);   // --timeout, for connecting and each call
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 

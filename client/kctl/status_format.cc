@@ -34,8 +34,7 @@ std::string FormatSeconds(double seconds) {
   return absl::StrFormat("%dd%02dh", s / 86400, (s % 86400) / 3600);
 }
 
-std::string RenderTable(const std::vector<std::string>& headers,
-                        const std::vector<bool>& numeric,
+std::string RenderTable(const std::vector<std::string>& headers, const std::vector<bool>& numeric,
                         const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(headers.size());
   for (size_t c = 0; c < headers.size(); ++c) width[c] = headers[c].size();
@@ -63,35 +62,30 @@ std::string RenderTable(const std::vector<std::string>& headers,
 }
 
 std::string FormatStatusTable(const v1::StatusResponse& status) {
-  std::string out = absl::StrFormat("kerneld %s  up %s  %s\n",
-                                    status.version().empty() ? "(unknown version)"
-                                                             : status.version(),
-                                    FormatSeconds(status.uptime_seconds()),
-                                    status.draining() ? "DRAINING" : "serving");
+  std::string out = absl::StrFormat(
+      "kerneld %s  up %s  %s\n", status.version().empty() ? "(unknown version)" : status.version(),
+      FormatSeconds(status.uptime_seconds()), status.draining() ? "DRAINING" : "serving");
   auto field = [](absl::string_view value) {
     return value.empty() ? std::string("-") : std::string(value);
   };
   absl::StrAppend(&out, "data socket  ", field(status.data_socket()), "\n");
   absl::StrAppend(&out, "metrics      ", field(status.metrics_address()), "\n");
   absl::StrAppend(&out, "backends     ",
-                  status.backends().empty() ? "-" : absl::StrJoin(status.backends(), ", "),
-                  "\n\n");
+                  status.backends().empty() ? "-" : absl::StrJoin(status.backends(), ", "), "\n\n");
 
   if (status.devices().empty()) {
     absl::StrAppend(&out, "no devices\n");
   } else {
     std::vector<std::vector<std::string>> rows;
     for (const v1::DeviceInfo& d : status.devices()) {
-      rows.push_back({absl::StrCat(d.backend(), ":", d.ordinal()), field(d.name()),
-                      field(d.arch()), d.healthy() ? "ok" : "UNHEALTHY",
-                      FormatBytes(d.memory_total_bytes()), FormatBytes(d.memory_used_bytes()),
-                      FormatBytes(d.memory_pooled_bytes()),
+      rows.push_back({absl::StrCat(d.backend(), ":", d.ordinal()), field(d.name()), field(d.arch()),
+                      d.healthy() ? "ok" : "UNHEALTHY", FormatBytes(d.memory_total_bytes()),
+                      FormatBytes(d.memory_used_bytes()), FormatBytes(d.memory_pooled_bytes()),
                       FormatBytes(d.memory_imported_bytes())});
     }
     absl::StrAppend(&out, RenderTable({"DEVICE", "NAME", "ARCH", "HEALTH", "TOTAL", "USED",
                                        "POOLED", "IMPORTED"},
-                                      {false, false, false, false, true, true, true, true},
-                                      rows));
+                                      {false, false, false, false, true, true, true, true}, rows));
   }
   absl::StrAppend(&out, "\n");
 
@@ -100,25 +94,24 @@ std::string FormatStatusTable(const v1::StatusResponse& status) {
   } else {
     std::vector<std::vector<std::string>> rows;
     for (const v1::SessionInfo& s : status.sessions()) {
-      rows.push_back({s.session_id(), field(s.client_name()), absl::StrCat(s.buffers()),
-                      FormatBytes(s.buffer_bytes()), FormatSeconds(s.age_seconds()),
-                      FormatSeconds(s.idle_seconds()),
-                      s.lease_seconds() == 0 ? std::string("stream")
-                                             : absl::StrCat(s.lease_seconds(), "s")});
+      rows.push_back(
+          {s.session_id(), field(s.client_name()), absl::StrCat(s.buffers()),
+           FormatBytes(s.buffer_bytes()), FormatSeconds(s.age_seconds()),
+           FormatSeconds(s.idle_seconds()),
+           s.lease_seconds() == 0 ? std::string("stream") : absl::StrCat(s.lease_seconds(), "s")});
     }
-    absl::StrAppend(&out, RenderTable({"SESSION", "CLIENT", "BUFFERS", "BYTES", "AGE", "IDLE",
-                                       "LEASE"},
-                                      {false, false, true, true, true, true, true}, rows));
+    absl::StrAppend(&out,
+                    RenderTable({"SESSION", "CLIENT", "BUFFERS", "BYTES", "AGE", "IDLE", "LEASE"},
+                                {false, false, true, true, true, true, true}, rows));
   }
   absl::StrAppend(&out, "\n");
 
-  absl::StrAppend(&out, absl::StrFormat(
-                            "total  %d session%s, %d buffer%s, %s; ops %d completed, %d failed\n",
-                            status.sessions_active(), status.sessions_active() == 1 ? "" : "s",
-                            status.buffers_registered(),
-                            status.buffers_registered() == 1 ? "" : "s",
-                            FormatBytes(status.buffer_bytes()), status.ops_completed(),
-                            status.ops_failed()));
+  absl::StrAppend(
+      &out, absl::StrFormat(
+                "total  %d session%s, %d buffer%s, %s; ops %d completed, %d failed\n",
+                status.sessions_active(), status.sessions_active() == 1 ? "" : "s",
+                status.buffers_registered(), status.buffers_registered() == 1 ? "" : "s",
+                FormatBytes(status.buffer_bytes()), status.ops_completed(), status.ops_failed()));
   return out;
 }
 

@@ -34,8 +34,7 @@ std::string FormatSeconds(double seconds);
 
 // Columns padded to their widest cell, two spaces apart; columns flagged numeric are
 // right-aligned. Every row has one cell per header.
-std::string RenderTable(const std::vector<std::string>& headers,
-                        const std::vector<bool>& numeric,
+std::string RenderTable(const std::vector<std::string>& headers, const std::vector<bool>& numeric,
                         const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace kctl

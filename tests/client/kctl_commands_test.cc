@@ -1,9 +1,8 @@
-#include "client/kctl/commands.h"
-
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "client/kctl/commands.h"
 #include "gtest/gtest.h"
 
 namespace kd {
@@ -48,9 +47,7 @@ TEST(KctlTest, UnknownOptionOfACommandExitsTwo) {
   EXPECT_NE(r.err.find("--frob"), std::string::npos) << r.err;
 }
 
-TEST(KctlTest, SingleDashOptionExitsTwo) {
-  EXPECT_EQ(Kctl({"status", "-j"}).code, kExitUsage);
-}
+TEST(KctlTest, SingleDashOptionExitsTwo) { EXPECT_EQ(Kctl({"status", "-j"}).code, kExitUsage); }
 
 TEST(KctlTest, BadTimeoutExitsTwo) {
   EXPECT_EQ(Kctl({"status", "--timeout=soon"}).code, kExitUsage);

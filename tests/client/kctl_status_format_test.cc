@@ -1,5 +1,3 @@
-#include "client/kctl/status_format.h"
-
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
@@ -8,6 +6,7 @@
 #include <string>
 
 #include "client/kctl/json_writer.h"
+#include "client/kctl/status_format.h"
 #include "gtest/gtest.h"
 
 namespace kd {
@@ -74,10 +73,9 @@ TEST(FormatStatusJsonTest, EveryTopLevelFieldIsPresentEvenAtItsDefault) {
   const std::string json = FormatStatusJson(v1::StatusResponse());
   for (const char* key :
        {"\"version\": \"\"", "\"uptime_seconds\": 0", "\"draining\": false",
-        "\"data_socket\": \"\"", "\"metrics_address\": \"\"", "\"backends\": []",
-        "\"devices\": []", "\"sessions\": []", "\"sessions_active\": 0",
-        "\"buffers_registered\": 0", "\"buffer_bytes\": 0", "\"ops_completed\": 0",
-        "\"ops_failed\": 0"}) {
+        "\"data_socket\": \"\"", "\"metrics_address\": \"\"", "\"backends\": []", "\"devices\": []",
+        "\"sessions\": []", "\"sessions_active\": 0", "\"buffers_registered\": 0",
+        "\"buffer_bytes\": 0", "\"ops_completed\": 0", "\"ops_failed\": 0"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " missing from\n" << json;
   }
 }
@@ -104,12 +102,27 @@ TEST(FormatStatusJsonTest, EveryFieldOfTheMessageHasAKey) {
 TEST(FormatStatusTableTest, ShowsVersionUptimeDevicesSessionsAndTotals) {
   const std::string table = FormatStatusTable(SampleStatus());
   for (const char* text :
-       {"kerneld 0.1.0", "up 1h02m", "serving", "/run/kerneld/kerneld.sock", "127.0.0.1:9464",
-        "backends     cpu", "cpu:0", "x86_64", "16.0 GiB", "1.5 KiB", "3.0 MiB", "ok",
-        "s-1", "rank0", "4m05s", "0.1s", "stream", "s-22", "30s",
+       {"kerneld 0.1.0",
+        "up 1h02m",
+        "serving",
+        "/run/kerneld/kerneld.sock",
+        "127.0.0.1:9464",
+        "backends     cpu",
+        "cpu:0",
+        "x86_64",
+        "16.0 GiB",
+        "1.5 KiB",
+        "3.0 MiB",
+        "ok",
+        "s-1",
+        "rank0",
+        "4m05s",
+        "0.1s",
+        "stream",
+        "s-22",
+        "30s",
         "2 sessions, 3 buffers, 3.0 MiB; ops 1099511627776 completed, 7 failed"}) {
-    EXPECT_NE(table.find(text), std::string::npos) << "\"" << text << "\" missing from\n"
-                                                   << table;
+    EXPECT_NE(table.find(text), std::string::npos) << "\"" << text << "\" missing from\n" << table;
   }
 }
 

@@ -24,12 +24,8 @@ TEST(DTypeSizeTest, EveryWireDtypeHasItsSize) {
 }
 
 TEST(TensorRefBuilderTest, SetsEveryField) {
-  const v1::TensorRef ref = TensorRefBuilder(7)
-                                .Offset(256)
-                                .Dtype(v1::DTYPE_BF16)
-                                .Shape({4, 8})
-                                .Strides({16, 1})
-                                .Build();
+  const v1::TensorRef ref =
+      TensorRefBuilder(7).Offset(256).Dtype(v1::DTYPE_BF16).Shape({4, 8}).Strides({16, 1}).Build();
   EXPECT_EQ(ref.buffer_id(), 7u);
   EXPECT_EQ(ref.byte_offset(), 256u);
   EXPECT_EQ(ref.dtype(), v1::DTYPE_BF16);
@@ -62,8 +58,7 @@ TEST(RowMajorStridesTest, InnermostIsOne) {
 }
 
 TEST(TensorEndByteTest, ContiguousIsOffsetPlusBytes) {
-  EXPECT_EQ(*TensorEndByte(MakeTensorRef(1, v1::DTYPE_BF16, {8, 128}, 256)),
-            256u + 8 * 128 * 2);
+  EXPECT_EQ(*TensorEndByte(MakeTensorRef(1, v1::DTYPE_BF16, {8, 128}, 256)), 256u + 8 * 128 * 2);
 }
 
 TEST(TensorEndByteTest, StridedEndsAfterTheLastElement) {

@@ -104,8 +104,10 @@ class Client {
   // session message.
   const std::string& backend() const;
   uint32_t lease_seconds() const;
-  // OK while the session stream is open; once the daemon ended it (lease expired, drain, daemon
-  // exit) the stream's final status, with the daemon's reason in the message when it gave one.
+  // OK while the session stream is open. Once the daemon ended the session (lease expiry):
+  // NOT_FOUND, the code the daemon gives every call naming it; once the stream broke (daemon
+  // exit): the stream's status, e.g. UNAVAILABLE. The message carries the daemon's reason when
+  // it sent one. FAILED_PRECONDITION when no session is open.
   absl::Status SessionStatus() const;
 
   // Registers `buffer` (a POSIX shm object this process mapped) with the session, records the
@@ -113,8 +115,7 @@ class Client {
   // FAILED_PRECONDITION without a session or when `buffer` is already registered.
   absl::StatusOr<uint64_t> RegisterBuffer(ShmBuffer& buffer);
   // Registers `size` bytes of the shm object `shm_name`; the raw form of the call above.
-  absl::StatusOr<v1::RegisterBufferResponse> RegisterShm(absl::string_view shm_name,
-                                                         uint64_t size);
+  absl::StatusOr<v1::RegisterBufferResponse> RegisterShm(absl::string_view shm_name, uint64_t size);
 
   // Asks the daemon to allocate `size` bytes from its pool on `backend` (empty: its default)
   // and maps the returned shm object. The ShmBuffer does not own the name; release it with
@@ -166,9 +167,8 @@ class Client {
 v1::QuantizeOp MakeQuantizeOp(const v1::TensorRef& input, const v1::TensorRef& output,
                               const v1::TensorRef& scales, v1::QuantGranularity granularity);
 // D = A · Bᵀ with 1x128 scales on A and 128x128 scales on B.
-v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales,
-                      const v1::TensorRef& b, const v1::TensorRef& b_scales,
-                      const v1::TensorRef& d);
+v1::GemmOp MakeGemmNT(const v1::TensorRef& a, const v1::TensorRef& a_scales, const v1::TensorRef& b,
+                      const v1::TensorRef& b_scales, const v1::TensorRef& d);
 v1::PadOp MakePadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
                     const v1::TensorRef& output, const v1::TensorRef& padded_group_ends,
                     int32_t alignment);

@@ -62,9 +62,9 @@ v1::TensorRef MakeTensorRef(uint64_t buffer_id, v1::DType dtype,
 // One past the last byte `ref` touches (byte_offset + extent), the buffer size it needs.
 // A tensor with a zero dimension touches nothing and ends at byte_offset (the proto allows 0
 // only where an op says so; the daemon checks that). INVALID_ARGUMENT, naming the field, for:
-// an unknown dtype, rank outside 1..4, a negative dimension, strides given but not one per dimension or with the last != 1 or an outer stride smaller
-// than the extent inside it, a byte_offset that is not a multiple of the element size, or a
-// result that overflows 64 bits.
+// an unknown dtype, rank outside 1..4, a negative dimension, strides given but not one per
+// dimension or with the last != 1 or an outer stride smaller than the extent inside it, a
+// byte_offset that is not a multiple of the element size, or a result that overflows 64 bits.
 absl::StatusOr<uint64_t> TensorEndByte(const v1::TensorRef& ref);
 
 // Bytes of a contiguous tensor of `shape`; the same errors as TensorEndByte.

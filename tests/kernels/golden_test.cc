@@ -1,0 +1,211 @@
+// The CPU backend against golden vectors computed by PyTorch (tests/data/make_golden.py, run on
+// the GPU machine; files in tests/data/golden/). Every case runs through kd::Validate and the CPU
+// backend's Run and must match bit for bit; fp8.h must match torch's float8 casts.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kerneld/kernels/fp8.h"
+#include "kerneld/kernels/registry.h"
+#include "tests/kernels/mini_json.h"
+#include "tests/kernels/quantize_reference.h"
+
+#ifndef KD_GOLDEN_DIR
+#error "KD_GOLDEN_DIR must name tests/data/golden"
+#endif
+
+namespace kd {
+namespace {
+
+using testing_json::Value;
+using testing_ref::HostTensor;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Path(const std::string& rel) { return std::string(KD_GOLDEN_DIR) + "/" + rel; }
+
+const Value& Manifest() {
+  static const Value manifest = [] {
+    const std::string text = ReadFile(Path("manifest.json"));
+    std::optional<Value> v = testing_json::Parse(text);
+    return v ? *v : Value();
+  }();
+  return manifest;
+}
+
+DType DTypeFromName(const std::string& n) {
+  static const std::map<std::string, DType> kNames = {
+      {"f32", DType::kF32},    {"bf16", DType::kBF16},         {"f16", DType::kF16},
+      {"u8", DType::kU8},      {"e4m3fn", DType::kE4M3FN},     {"e4m3fnuz", DType::kE4M3FNUZ},
+      {"e5m2", DType::kE5M2},  {"i64", DType::kI64}};
+  auto it = kNames.find(n);
+  return it == kNames.end() ? DType::kInvalid : it->second;
+}
+
+QuantGranularity GranularityFromName(const std::string& n) {
+  for (int g = 1; g <= 8; ++g) {
+    if (GranularityName(static_cast<QuantGranularity>(g)) == n) return static_cast<QuantGranularity>(g);
+  }
+  return QuantGranularity::kInvalid;
+}
+
+// A tensor of `dtype` and `shape` filled with the bytes of a golden file.
+HostTensor Load(const std::string& file, DType dtype, const std::vector<int64_t>& shape) {
+  HostTensor t(dtype, shape);
+  const std::string bytes = ReadFile(Path(file));
+  const size_t expected = static_cast<size_t>(t.numel()) * DTypeSize(dtype);
+  EXPECT_EQ(bytes.size(), expected) << file;
+  std::memcpy(t.storage.data(), bytes.data(), std::min(bytes.size(), expected));
+  return t;
+}
+
+TEST(GoldenManifestTest, IsPresentAndCoversEveryGranularity) {
+  const Value& m = Manifest();
+  ASSERT_EQ(m.kind, Value::kObject) << "cannot read " << Path("manifest.json");
+  std::set<std::string> granularities;
+  bool transposed = false, dual = false, rceil = false, pow2 = false, kbm = false;
+  for (const Value& c : m["cases"].array) {
+    granularities.insert(c["granularity"].string);
+    transposed |= c["transpose"].boolean;
+    dual |= c["dual"].boolean;
+    rceil |= c["mx_rounding"].string == "rceil";
+    pow2 |= c["pow2"].boolean;
+    kbm |= c["scale_layout"].string == "k_block_major";
+  }
+  EXPECT_EQ(granularities.size(), 8u);
+  EXPECT_TRUE(transposed && dual && rceil && pow2 && kbm);
+}
+
+class GoldenCaseTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GoldenCaseTest, CpuBackendMatchesPyTorchBitExactly) {
+  const Value& c = Manifest()["cases"][GetParam()];
+  const Value& in_desc = Manifest()["inputs"][c["input"].string];
+  HostTensor input = Load(in_desc["file"].string, DTypeFromName(in_desc["dtype"].string),
+                          in_desc["shape"].AsInts());
+  const Value& outs = c["outputs"];
+  std::map<std::string, HostTensor> got;
+  for (const auto& [name, desc] : outs.object) {
+    DType dtype = DTypeFromName(desc["dtype"].string);
+    if (name.rfind("output", 0) == 0) dtype = DTypeFromName(c["out_dtype"].string);
+    if (name == "scales" && c["granularity"].string == "mx1x32") dtype = DType::kU8;
+    got.emplace(name, HostTensor(dtype, desc["shape"].AsInts()));
+  }
+  HostTensor ends;
+  QuantizeArgs a;
+  a.input = input.t;
+  a.output = got.at("output").t;
+  a.scales = got.at("scales").t;
+  a.granularity = GranularityFromName(c["granularity"].string);
+  a.transpose_output = c["transpose"].boolean;
+  a.scale_format = c["pow2"].boolean ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+  a.scale_layout = c["scale_layout"].string == "k_block_major" ? ScaleLayout::kKBlockMajor
+                                                               : ScaleLayout::kRowMajor;
+  a.mx_rounding = c["mx_rounding"].string == "rceil" ? MxRounding::kRceil : MxRounding::kFloor;
+  a.eps = static_cast<float>(c["eps"].number);
+  if (c.Has("group_ends")) {
+    const std::vector<int64_t> e = c["group_ends"].AsInts();
+    ends = HostTensor(DType::kI64, {static_cast<int64_t>(e.size())});
+    std::memcpy(ends.storage.data(), e.data(), e.size() * sizeof(int64_t));
+    a.group_ends = ends.t;
+  }
+  if (got.count("output_t")) {
+    a.output_t = got.at("output_t").t;
+    a.scales_t = got.at("scales_t").t;
+  }
+  ASSERT_NE(a.granularity, QuantGranularity::kInvalid) << c["granularity"].string;
+  const Op op = a;
+  ASSERT_TRUE(Validate(op).ok()) << Validate(op);
+  std::unique_ptr<Backend> cpu = CreateCpuBackend(2);
+  std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
+  ASSERT_TRUE(cpu->Run(op, *stream, {}).ok());
+
+  for (const auto& [name, desc] : outs.object) {
+    const HostTensor& mine = got.at(name);
+    const std::string expected = ReadFile(Path(desc["file"].string));
+    const size_t elem = DTypeSize(mine.t.dtype);
+    ASSERT_EQ(expected.size(), static_cast<size_t>(mine.numel()) * elem) << name;
+    const auto* gb = reinterpret_cast<const uint8_t*>(mine.storage.data());
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < mine.numel(); ++i) {
+      if (std::memcmp(gb + i * elem, expected.data() + i * elem, elem) == 0) continue;
+      if (mismatches++ < 5) {
+        uint32_t g = 0, e = 0;
+        std::memcpy(&g, gb + i * elem, elem);
+        std::memcpy(&e, expected.data() + i * elem, elem);
+        const int64_t cols = mine.t.rank == 2 ? mine.t.shape[1] : 1;
+        ADD_FAILURE() << c["name"].string << " " << name << "[" << i / cols << ", " << i % cols
+                      << "]: cpu 0x" << std::hex << g << ", torch 0x" << e;
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << c["name"].string << " " << name;
+  }
+}
+
+std::vector<size_t> CaseIndices() {
+  std::vector<size_t> v;
+  for (size_t i = 0; i < Manifest()["cases"].size(); ++i) v.push_back(i);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch, GoldenCaseTest, ::testing::ValuesIn(CaseIndices()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           std::string n = Manifest()["cases"][info.param]["name"].string;
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+template <typename F>
+void CheckCastTable(const std::string& fmt) {
+  const Value& table = Manifest()["cast_table"];
+  const int64_t n = table["cast_inputs.f32"]["count"].AsInt();
+  ASSERT_GT(n, 0);
+  const std::string values = ReadFile(Path(table["cast_inputs.f32"]["file"].string));
+  const std::string codes = ReadFile(Path(table["cast_" + fmt + ".u8"]["file"].string));
+  ASSERT_EQ(values.size(), static_cast<size_t>(n) * 4);
+  ASSERT_EQ(codes.size(), static_cast<size_t>(n));
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, values.data() + 4 * i, 4);
+    const uint8_t torch_code = static_cast<uint8_t>(codes[i]);
+    if (fp8::Encode<F>(v) != torch_code && mismatches++ < 5) {
+      ADD_FAILURE() << fmt << " encode of " << v << " (0x" << std::hex << testing_ref::Bits(v)
+                    << "): kerneld 0x" << int{fp8::Encode<F>(v)} << ", torch 0x" << int{torch_code};
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  const std::string decoded = ReadFile(Path(table["decode_" + fmt + ".f32"]["file"].string));
+  ASSERT_EQ(decoded.size(), 256u * 4);
+  for (int c = 0; c < 256; ++c) {
+    float torch_value;
+    std::memcpy(&torch_value, decoded.data() + 4 * c, 4);
+    const float mine = fp8::Decode<F>(static_cast<uint8_t>(c));
+    if (std::isnan(torch_value)) {
+      EXPECT_TRUE(std::isnan(mine)) << fmt << " code " << c;
+    } else {
+      EXPECT_EQ(testing_ref::Bits(mine), testing_ref::Bits(torch_value)) << fmt << " code " << c;
+    }
+  }
+}
+
+TEST(GoldenCastTest, E4m3fnMatchesTorch) { CheckCastTable<fp8::E4M3FN>("e4m3fn"); }
+TEST(GoldenCastTest, E4m3fnuzMatchesTorch) { CheckCastTable<fp8::E4M3FNUZ>("e4m3fnuz"); }
+TEST(GoldenCastTest, E5m2MatchesTorch) { CheckCastTable<fp8::E5M2>("e5m2"); }
+
+}  // namespace
+}  // namespace kd

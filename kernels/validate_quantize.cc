@@ -110,8 +110,9 @@ absl::Status ValidateQuantize(const QuantizeArgs& a) {
                      GranularityName(g));
     }
     if (a.transpose_output) {
-      return Invalid("transpose_output must be false with output_t/scales_t (the dual pass "
-                     "writes X to output and Xᵀ to output_t)");
+      return Invalid(
+          "transpose_output must be false with output_t/scales_t (the dual pass "
+          "writes X to output and Xᵀ to output_t)");
     }
     if (!a.output_t.present()) return Invalid("output_t is required when scales_t is set");
     if (!a.scales_t.present()) return Invalid("scales_t is required when output_t is set");

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -35,20 +34,25 @@ struct Buffer {
   int64_t bytes() const { return t.numel() * static_cast<int64_t>(DTypeSize(t.dtype)); }
 };
 
+// Random values with exponents in 2^-8 .. 2^8 and random mantissas, from a cheap generator so
+// that setup does not dominate the run.
 void FillRandom(Buffer& b) {
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 3.0f);
-  if (b.t.dtype == DType::kF32) {
-    auto* p = static_cast<float*>(b.t.data);
-    for (int64_t i = 0; i < b.t.numel(); ++i) p[i] = dist(rng);
-    return;
-  }
-  auto* p = static_cast<uint16_t*>(b.t.data);  // bf16: the high half of the float
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
   for (int64_t i = 0; i < b.t.numel(); ++i) {
-    const float f = dist(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    p[i] = static_cast<uint16_t>(u >> 16);
+    const uint64_t r = next();
+    const uint32_t bits = (static_cast<uint32_t>(r >> 63) << 31) |
+                          (static_cast<uint32_t>(119 + (r >> 32) % 17) << 23) |
+                          (static_cast<uint32_t>(r) & 0x7FFFFFu);
+    if (b.t.dtype == DType::kF32)
+      static_cast<uint32_t*>(b.t.data)[i] = bits;
+    else
+      static_cast<uint16_t*>(b.t.data)[i] = static_cast<uint16_t>(bits >> 16);
   }
 }
 
@@ -78,7 +82,8 @@ void BM_Quantize(benchmark::State& state, Variant v) {
       break;
     case QuantGranularity::kJaggedColwise:
       ends = std::make_unique<Buffer>(DType::kI64, std::vector<int64_t>{8});
-      for (int g = 0; g < 8; ++g) static_cast<int64_t*>(ends->t.data)[g] = (g + 1) * kM / 8 - (g < 7 ? 37 : 0);
+      for (int g = 0; g < 8; ++g)
+        static_cast<int64_t*>(ends->t.data)[g] = (g + 1) * kM / 8 - (g < 7 ? 37 : 0);
       scales = std::make_unique<Buffer>(DType::kF32, std::vector<int64_t>{8, kK});
       break;
     default:
@@ -125,7 +130,8 @@ void BM_Memcpy(benchmark::State& state) {
     std::vector<std::thread> pool;
     const size_t chunk = bytes / threads;
     for (int t = 1; t < threads; ++t) {
-      pool.emplace_back([&, t] { std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk); });
+      pool.emplace_back(
+          [&, t] { std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk); });
     }
     std::memcpy(dst.data(), src.data(), chunk);
     for (auto& th : pool) th.join();
@@ -135,15 +141,35 @@ void BM_Memcpy(benchmark::State& state) {
 }
 
 using G = QuantGranularity;
-BENCHMARK_CAPTURE(BM_Quantize, bf16_1x128, Variant{G::k1x128})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Memcpy)->Arg(1)->Arg(static_cast<int>(std::thread::hardware_concurrency()))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, f32_1x128, Variant{G::k1x128, false, false, DType::kF32})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, bf16_1x128_t, Variant{G::k1x128, true})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, bf16_1x128_dual, Variant{G::k1x128, false, true})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, bf16_128x128, Variant{G::k128x128})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, bf16_mx1x32_floor, Variant{G::kMx1x32})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, bf16_per_tensor, Variant{G::kPerTensor})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Quantize, bf16_jagged_colwise, Variant{G::kJaggedColwise, true})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_1x128, Variant{G::k1x128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Memcpy)
+    ->Arg(1)
+    ->Arg(static_cast<int>(std::thread::hardware_concurrency()))
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, f32_1x128, Variant{G::k1x128, false, false, DType::kF32})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_1x128_t, Variant{G::k1x128, true})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_1x128_dual, Variant{G::k1x128, false, true})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_128x128, Variant{G::k128x128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_mx1x32_floor, Variant{G::kMx1x32})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_per_tensor, Variant{G::kPerTensor})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Quantize, bf16_jagged_colwise, Variant{G::kJaggedColwise, true})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kd

@@ -36,6 +36,7 @@
 // results from it. per_row on Xᵀ, per_tensor and jagged_colwise need an amax over many tiles and
 // run two passes: amax per block, then encode.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -100,9 +101,8 @@ KD_ALWAYS_INLINE void EncodeSpan(const float* __restrict x, float scale, int64_t
 }
 
 template <typename F>
-KD_ALWAYS_INLINE void EncodeSpanPerColumn(const float* __restrict x,
-                                          const float* __restrict scale, int64_t n,
-                                          uint8_t* __restrict out) {
+KD_ALWAYS_INLINE void EncodeSpanPerColumn(const float* __restrict x, const float* __restrict scale,
+                                          int64_t n, uint8_t* __restrict out) {
   for (int64_t i = 0; i < n; ++i) out[i] = EncodeLane<F>(x[i] * scale[i]);
 }
 
@@ -184,11 +184,13 @@ KD_ALWAYS_INLINE void LoadYTile(const Job& j, int64_t yr0, int64_t th, int64_t y
                                 float* __restrict tile, float* __restrict scratch) {
   const Tensor& in = j.a->input;
   if (!j.transposed) {
-    for (int64_t i = 0; i < th; ++i) LoadSpan(in.dtype, InputAt(in, yr0 + i, yc0), tw, tile + i * kTile);
+    for (int64_t i = 0; i < th; ++i)
+      LoadSpan(in.dtype, InputAt(in, yr0 + i, yc0), tw, tile + i * kTile);
     return;
   }
   // Y[yr0+i][yc0+c] = X[yc0+c][yr0+i]: read tw rows of X, then transpose.
-  for (int64_t c = 0; c < tw; ++c) LoadSpan(in.dtype, InputAt(in, yc0 + c, yr0), th, scratch + c * kTile);
+  for (int64_t c = 0; c < tw; ++c)
+    LoadSpan(in.dtype, InputAt(in, yc0 + c, yr0), th, scratch + c * kTile);
   for (int64_t i = 0; i < th; ++i) {
     for (int64_t c = 0; c < tw; ++c) tile[i * kTile + c] = scratch[c * kTile + i];
   }
@@ -269,8 +271,8 @@ KD_ALWAYS_INLINE void TileEngine(const Job& j, int64_t b0, int64_t b1) {
         case QuantGranularity::kMx1x32:
           for (int64_t i = 0; i < th; ++i) {
             for (int64_t s = 0; s < tw / kMxBlock; ++s) {
-              QuantizeMxSegment<F>(j, tile + i * kTile + s * kMxBlock, yr0 + i,
-                                   yc0 / kMxBlock + s, OutRow(a.output, yr0 + i) + yc0 + s * kMxBlock);
+              QuantizeMxSegment<F>(j, tile + i * kTile + s * kMxBlock, yr0 + i, yc0 / kMxBlock + s,
+                                   OutRow(a.output, yr0 + i) + yc0 + s * kMxBlock);
             }
           }
           break;
@@ -354,7 +356,8 @@ KD_ALWAYS_INLINE void ForEachSegment(const Job& j, int64_t row, int64_t c0, int6
       break;
     default: {  // jagged_colwise
       const int64_t groups = static_cast<int64_t>(j.group_end.size());
-      int64_t g = std::upper_bound(j.group_end.begin(), j.group_end.end(), c0) - j.group_end.begin();
+      int64_t g =
+          std::upper_bound(j.group_end.begin(), j.group_end.end(), c0) - j.group_end.begin();
       for (; g < groups && j.group_begin[g] < c1; ++g) {
         const int64_t begin = std::max(c0, j.group_begin[g]), end = std::min(c1, j.group_end[g]);
         if (begin < end) fn(g * j.rows + row, begin, end);
@@ -422,29 +425,42 @@ KD_ALWAYS_INLINE void EncodeEngine(const Job& j, int64_t b0, int64_t b1, const f
 
 enum class Isa { kBase, kAvx2, kAvx512 };
 
+// The best ISA the CPU has, or a lower one named by KD_CPU_QUANT_ISA ("avx2", "base"), which
+// lets the tests run every build of the engines on one machine.
 Isa DetectIsa() {
   __builtin_cpu_init();
+  Isa isa = Isa::kBase;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    return Isa::kAvx512;
+    isa = Isa::kAvx512;
+  } else if (__builtin_cpu_supports("avx2")) {
+    isa = Isa::kAvx2;
   }
-  if (__builtin_cpu_supports("avx2")) return Isa::kAvx2;
-  return Isa::kBase;
+  const char* forced = std::getenv("KD_CPU_QUANT_ISA");
+  if (forced != nullptr && std::strcmp(forced, "avx2") == 0) return std::min(isa, Isa::kAvx2);
+  if (forced != nullptr && std::strcmp(forced, "base") == 0) return Isa::kBase;
+  return isa;
 }
 
 #define KD_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define KD_AVX2 __attribute__((target("avx2")))
 
-#define KD_ISA_ENTRIES(Engine, Params, Args)                                         \
-  template <typename F>                                                              \
-  KD_AVX512 void Engine##Avx512 Params { Engine<F> Args; }                           \
-  template <typename F>                                                              \
-  KD_AVX2 void Engine##Avx2 Params { Engine<F> Args; }                               \
-  template <typename F>                                                              \
-  void Engine##Base Params { Engine<F> Args; }                                       \
-  template <typename F>                                                              \
-  auto Pick##Engine(Isa isa) {                                                       \
-    return isa == Isa::kAvx512 ? &Engine##Avx512<F>                                  \
+#define KD_ISA_ENTRIES(Engine, Params, Args)                                                \
+  template <typename F>                                                                     \
+  KD_AVX512 void Engine##Avx512 Params {                                                    \
+    Engine<F> Args;                                                                         \
+  }                                                                                         \
+  template <typename F>                                                                     \
+  KD_AVX2 void Engine##Avx2 Params {                                                        \
+    Engine<F> Args;                                                                         \
+  }                                                                                         \
+  template <typename F>                                                                     \
+  void Engine##Base Params {                                                                \
+    Engine<F> Args;                                                                         \
+  }                                                                                         \
+  template <typename F>                                                                     \
+  auto Pick##Engine(Isa isa) {                                                              \
+    return isa == Isa::kAvx512 ? &Engine##Avx512<F>                                         \
                                : (isa == Isa::kAvx2 ? &Engine##Avx2<F> : &Engine##Base<F>); \
   }
 
@@ -494,9 +510,8 @@ absl::Status RunTwoPass(const Job& j, ThreadPool& pool, Isa isa) {
     }
   }
   auto encode_fn = PickEncodeEngine<F>(isa);
-  pool.ParallelFor(bands, 1, [&](int64_t b0, int64_t b1) {
-    encode_fn(j, b0, b1, cell_scale.data());
-  });
+  pool.ParallelFor(bands, 1,
+                   [&](int64_t b0, int64_t b1) { encode_fn(j, b0, b1, cell_scale.data()); });
   return absl::OkStatus();
 }
 
@@ -546,8 +561,10 @@ absl::Status QuantizeAs(const QuantizeArgs& a, ThreadPool& pool) {
       row_local();
       return absl::OkStatus();
     case QuantGranularity::kMx1x32:
-      if (j.transposed) tiles();
-      else row_local();
+      if (j.transposed)
+        tiles();
+      else
+        row_local();
       return absl::OkStatus();
     case QuantGranularity::kPerRow:
       if (j.transposed) return RunTwoPass<F>(j, pool, isa);
@@ -582,16 +599,19 @@ absl::Status CpuSupportsQuantize(const QuantizeArgs& a) {
     case QuantGranularity::kInvalid:
       break;
   }
-  return absl::UnimplementedError(absl::StrCat("quantize granularity=",
-                                               static_cast<int>(a.granularity),
-                                               " is not implemented on the cpu backend"));
+  return absl::UnimplementedError(
+      absl::StrCat("quantize granularity=", static_cast<int>(a.granularity),
+                   " is not implemented on the cpu backend"));
 }
 
 absl::Status QuantizeCpu(const QuantizeArgs& a, ThreadPool& pool) {
   switch (a.output.dtype) {
-    case DType::kE4M3FN: return QuantizeAs<fp8::E4M3FN>(a, pool);
-    case DType::kE4M3FNUZ: return QuantizeAs<fp8::E4M3FNUZ>(a, pool);
-    case DType::kE5M2: return QuantizeAs<fp8::E5M2>(a, pool);
+    case DType::kE4M3FN:
+      return QuantizeAs<fp8::E4M3FN>(a, pool);
+    case DType::kE4M3FNUZ:
+      return QuantizeAs<fp8::E4M3FNUZ>(a, pool);
+    case DType::kE5M2:
+      return QuantizeAs<fp8::E5M2>(a, pool);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("output.dtype=", DTypeName(a.output.dtype), " is not an FP8 format"));

@@ -36,7 +36,8 @@ KD_ALWAYS_INLINE uint8_t EncodeLane(float v) {
   const uint32_t sign = (bits >> 24) & 0x80u;
   const uint32_t abs = bits & 0x7FFFFFFFu;
   const uint32_t rounded = abs + ((1u << (kShift - 1)) - 1u) + ((abs >> kShift) & 1u);
-  const uint32_t normal = (rounded >> kShift) - (static_cast<uint32_t>(127 - F::kBias) << F::kManBits);
+  const uint32_t normal =
+      (rounded >> kShift) - (static_cast<uint32_t>(127 - F::kBias) << F::kManBits);
   const float magic = fp8::BitsToFloat(kSubnormalMagicBits);
   const uint32_t subnormal = fp8::FloatBits(fp8::BitsToFloat(abs) + magic) - kSubnormalMagicBits;
   uint32_t mag = abs < kMinNormalBits ? subnormal : normal;
@@ -52,7 +53,8 @@ KD_ALWAYS_INLINE uint8_t EncodeLane(float v) {
 KD_ALWAYS_INLINE float F16ToFloatLane(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = h & 0x7FFFu;
-  const uint32_t finite = fp8::FloatBits(fp8::BitsToFloat(em << 13) * fp8::BitsToFloat(0x77800000u));
+  const uint32_t finite =
+      fp8::FloatBits(fp8::BitsToFloat(em << 13) * fp8::BitsToFloat(0x77800000u));
   const uint32_t special = 0x7F800000u | ((em & 0x3FFu) << 13);
   return fp8::BitsToFloat(sign | (em >= 0x7C00u ? special : finite));
 }

@@ -23,9 +23,12 @@ struct Fp8Format {
 
 inline Fp8Format FormatOf(DType dtype) {
   switch (dtype) {
-    case DType::kE4M3FN: return {4, 3, 7, Fp8Format::kFn};
-    case DType::kE4M3FNUZ: return {4, 3, 8, Fp8Format::kFnuz};
-    default: return {5, 2, 15, Fp8Format::kIeee};
+    case DType::kE4M3FN:
+      return {4, 3, 7, Fp8Format::kFn};
+    case DType::kE4M3FNUZ:
+      return {4, 3, 8, Fp8Format::kFnuz};
+    default:
+      return {5, 2, 15, Fp8Format::kIeee};
   }
 }
 
@@ -77,9 +80,12 @@ class EncoderRef {
     } else {
       auto lo = hi - 1;
       const double dlo = a - lo->value, dhi = hi->value - a;
-      if (dlo < dhi) mag = lo->code;
-      else if (dhi < dlo) mag = hi->code;
-      else mag = (lo->code & 1) == 0 ? lo->code : hi->code;
+      if (dlo < dhi)
+        mag = lo->code;
+      else if (dhi < dlo)
+        mag = hi->code;
+      else
+        mag = (lo->code & 1) == 0 ? lo->code : hi->code;
     }
     if (dtype_ == DType::kE4M3FNUZ && mag == 0) return 0;
     return static_cast<uint8_t>(mag | (neg ? 0x80 : 0));
@@ -111,9 +117,12 @@ inline float Bf16Ref(uint16_t h) { return FromBits(static_cast<uint32_t>(h) << 1
 inline float F16Ref(uint16_t h) {
   const int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v;
-  if (e == 31) v = m ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL;
-  else if (e == 0) v = std::ldexp(m, -24);
-  else v = std::ldexp(1024 + m, e - 25);
+  if (e == 31)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL;
+  else if (e == 0)
+    v = std::ldexp(m, -24);
+  else
+    v = std::ldexp(1024 + m, e - 25);
   return static_cast<float>(sign ? -v : v);
 }
 

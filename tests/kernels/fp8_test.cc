@@ -146,7 +146,7 @@ TEST(Fp8Test, KnownCodes) {
   EXPECT_EQ(fp8::Encode<fp8::E4M3FN>(448.0f), 0x7E);
   EXPECT_EQ(fp8::Encode<fp8::E4M3FNUZ>(240.0f), 0x7F);
   EXPECT_EQ(fp8::Encode<fp8::E5M2>(57344.0f), 0x7B);
-  EXPECT_EQ(fp8::Encode<fp8::E4M3FN>(0.001953125f), 0x01);   // 2^-9
+  EXPECT_EQ(fp8::Encode<fp8::E4M3FN>(0.001953125f), 0x01);     // 2^-9
   EXPECT_EQ(fp8::Encode<fp8::E4M3FNUZ>(0.0009765625f), 0x01);  // 2^-10
   EXPECT_EQ(fp8::Encode<fp8::E5M2>(std::ldexp(1.0f, -16)), 0x01);
   EXPECT_TRUE(std::isinf(fp8::Decode<fp8::E5M2>(0x7C)));
@@ -173,7 +173,8 @@ TEST(Fp8Test, Bf16AndF16ConversionsMatchTheDefinitions) {
 
 TEST(Fp8Test, E8M0DecodesToPowersOfTwo) {
   for (int c = 0; c < 255; ++c) {
-    EXPECT_EQ(static_cast<double>(fp8::E8M0ToFloat(static_cast<uint8_t>(c))), std::ldexp(1.0, c - 127));
+    EXPECT_EQ(static_cast<double>(fp8::E8M0ToFloat(static_cast<uint8_t>(c))),
+              std::ldexp(1.0, c - 127));
   }
   EXPECT_TRUE(std::isnan(fp8::E8M0ToFloat(0xFF)));
 }

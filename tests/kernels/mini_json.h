@@ -69,8 +69,12 @@ class Parser {
         if (pos_ >= s_.size()) return false;
         const char e = s_[pos_++];
         switch (e) {
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
+          case 'n':
+            c = '\n';
+            break;
+          case 't':
+            c = '\t';
+            break;
           case 'u': {
             if (pos_ + 4 > s_.size()) return false;
             const long code = std::strtol(s_.substr(pos_, 4).c_str(), nullptr, 16);
@@ -87,7 +91,9 @@ class Parser {
             }
             break;
           }
-          default: c = e; break;
+          default:
+            c = e;
+            break;
         }
       }
       out += c;
@@ -114,7 +120,10 @@ class Parser {
         if (!ParseValue(v.object[key])) return false;
         SkipSpace();
         if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ',') { ++pos_; continue; }
+        if (s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
         if (s_[pos_] == '}') return ++pos_, true;
         return false;
       }
@@ -129,7 +138,10 @@ class Parser {
         if (!ParseValue(v.array.back())) return false;
         SkipSpace();
         if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ',') { ++pos_; continue; }
+        if (s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
         if (s_[pos_] == ']') return ++pos_, true;
         return false;
       }
@@ -138,8 +150,15 @@ class Parser {
       v.kind = Value::kString;
       return ParseString(v.string);
     }
-    if (Literal("true")) { v.kind = Value::kBool; v.boolean = true; return true; }
-    if (Literal("false")) { v.kind = Value::kBool; return true; }
+    if (Literal("true")) {
+      v.kind = Value::kBool;
+      v.boolean = true;
+      return true;
+    }
+    if (Literal("false")) {
+      v.kind = Value::kBool;
+      return true;
+    }
     if (Literal("null")) return true;
     const char* begin = s_.c_str() + pos_;
     char* end = nullptr;

@@ -43,12 +43,18 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The scale tensor shape of `c` for Y (rows, cols).
 std::vector<int64_t> ScaleShape(const Case& c, int64_t rows, int64_t cols) {
   switch (c.g) {
-    case QuantGranularity::k128x1: return {CeilDiv(rows, 128), cols};
-    case QuantGranularity::k128x128: return {CeilDiv(rows, 128), cols / 128};
-    case QuantGranularity::kPerRow: return {rows, 1};
-    case QuantGranularity::kPerTensor: return {1};
-    case QuantGranularity::kMx1x32: return {rows, cols / 32};
-    case QuantGranularity::kJaggedColwise: return {static_cast<int64_t>(c.ends.size()), c.k};
+    case QuantGranularity::k128x1:
+      return {CeilDiv(rows, 128), cols};
+    case QuantGranularity::k128x128:
+      return {CeilDiv(rows, 128), cols / 128};
+    case QuantGranularity::kPerRow:
+      return {rows, 1};
+    case QuantGranularity::kPerTensor:
+      return {1};
+    case QuantGranularity::kMx1x32:
+      return {rows, cols / 32};
+    case QuantGranularity::kJaggedColwise:
+      return {static_cast<int64_t>(c.ends.size()), c.k};
     default:
       if (c.layout == ScaleLayout::kKBlockMajor) return {cols / 128, rows};
       return {rows, cols / 128};
@@ -103,7 +109,8 @@ class QuantizeCpuTest : public ::testing::TestWithParam<Case> {};
 TEST_P(QuantizeCpuTest, MatchesReferenceBitExactly) {
   const Case& c = GetParam();
   const float fp8_max = Fp8Max(c.out);
-  HostTensor input = testing_ref::MakeInput(c.in, c.m, c.k, 42 + c.m * 7 + c.k, c.edge_cases, fp8_max);
+  HostTensor input =
+      testing_ref::MakeInput(c.in, c.m, c.k, 42 + c.m * 7 + c.k, c.edge_cases, fp8_max);
   std::vector<float> x(c.m * c.k);
   for (int64_t i = 0; i < c.m * c.k; ++i) x[i] = testing_ref::InputValue(input, i);
 
@@ -126,8 +133,10 @@ TEST_P(QuantizeCpuTest, MatchesReferenceBitExactly) {
   if (!c.ends.empty()) {
     ends = HostTensor(c.ends_dtype, {static_cast<int64_t>(c.ends.size())});
     for (size_t g = 0; g < c.ends.size(); ++g) {
-      if (c.ends_dtype == DType::kI64) ends.as<int64_t>()[g] = c.ends[g];
-      else ends.as<int32_t>()[g] = static_cast<int32_t>(c.ends[g]);
+      if (c.ends_dtype == DType::kI64)
+        ends.as<int64_t>()[g] = c.ends[g];
+      else
+        ends.as<int32_t>()[g] = static_cast<int32_t>(c.ends[g]);
     }
     args.group_ends = ends.t;
   }
@@ -181,22 +190,69 @@ std::vector<Case> Cases() {
       {"per_tensor_bf16_e4m3fn_with_nan", G::kPerTensor, false, 140, 200, kBF16, kFN},
       {"per_tensor_t_f16_e5m2", G::kPerTensor, true, 140, 200, kF16, kE5},
       {"mx_bf16_e4m3fn_floor", G::kMx1x32, false, 140, 192, kBF16, kFN},
-      {"mx_f32_e5m2_rceil", G::kMx1x32, false, 140, 160, kF32, kE5, false,
-       ScaleLayout::kRowMajor, MxRounding::kRceil},
+      {"mx_f32_e5m2_rceil", G::kMx1x32, false, 140, 160, kF32, kE5, false, ScaleLayout::kRowMajor,
+       MxRounding::kRceil},
       {"mx_t_bf16_e4m3fn_rceil", G::kMx1x32, true, 160, 136, kBF16, kFN, false,
        ScaleLayout::kRowMajor, MxRounding::kRceil},
-      {"mx_f16_e4m3fn_rceil", G::kMx1x32, false, 140, 96, kF16, kFN, false,
-       ScaleLayout::kRowMajor, MxRounding::kRceil},
-      {"jagged_rowwise_bf16_kbm", G::kJaggedRowwise, false, 300, 256, kBF16, kFN, false, kKbm,
-       MxRounding::kFloor, {100, 100, 260, 300}},
-      {"jagged_colwise_bf16_empty_groups", G::kJaggedColwise, true, 300, 136, kBF16, kFN, false,
-       ScaleLayout::kRowMajor, MxRounding::kFloor, {0, 37, 37, 200, 300}},
-      {"jagged_colwise_f32_e5m2_pow2_i32", G::kJaggedColwise, true, 257, 40, kF32, kE5, true,
-       ScaleLayout::kRowMajor, MxRounding::kFloor, {128, 129, 257}},
-      {"dual_bf16_e4m3fn", G::k1x128, false, 256, 384, kBF16, kFN, false, ScaleLayout::kRowMajor,
-       MxRounding::kFloor, {}, true},
-      {"dual_f16_e4m3fnuz_kbm_pow2", G::k1x128, false, 384, 256, kF16, kFNUZ, true, kKbm,
-       MxRounding::kFloor, {}, true},
+      {"mx_f16_e4m3fn_rceil", G::kMx1x32, false, 140, 96, kF16, kFN, false, ScaleLayout::kRowMajor,
+       MxRounding::kRceil},
+      {"jagged_rowwise_bf16_kbm",
+       G::kJaggedRowwise,
+       false,
+       300,
+       256,
+       kBF16,
+       kFN,
+       false,
+       kKbm,
+       MxRounding::kFloor,
+       {100, 100, 260, 300}},
+      {"jagged_colwise_bf16_empty_groups",
+       G::kJaggedColwise,
+       true,
+       300,
+       136,
+       kBF16,
+       kFN,
+       false,
+       ScaleLayout::kRowMajor,
+       MxRounding::kFloor,
+       {0, 37, 37, 200, 300}},
+      {"jagged_colwise_f32_e5m2_pow2_i32",
+       G::kJaggedColwise,
+       true,
+       257,
+       40,
+       kF32,
+       kE5,
+       true,
+       ScaleLayout::kRowMajor,
+       MxRounding::kFloor,
+       {128, 129, 257}},
+      {"dual_bf16_e4m3fn",
+       G::k1x128,
+       false,
+       256,
+       384,
+       kBF16,
+       kFN,
+       false,
+       ScaleLayout::kRowMajor,
+       MxRounding::kFloor,
+       {},
+       true},
+      {"dual_f16_e4m3fnuz_kbm_pow2",
+       G::k1x128,
+       false,
+       384,
+       256,
+       kF16,
+       kFNUZ,
+       true,
+       kKbm,
+       MxRounding::kFloor,
+       {},
+       true},
   };
   v[3].eps = 1e-3f;
   v[14].edge_cases = false;
@@ -262,7 +318,7 @@ TEST(QuantizeEdgeCaseTest, InfMakesItsElementNanOthersZeroAndTheScaleInf) {
   ASSERT_TRUE(b.Run().ok());
   EXPECT_EQ(b.code(3), 0x7F);
   EXPECT_EQ(b.code(4), 0x7F);
-  EXPECT_EQ(b.code(0), 0x80);   // -64 * 0 = -0
+  EXPECT_EQ(b.code(0), 0x80);  // -64 * 0 = -0
   EXPECT_EQ(b.code(100), 0x00);
   EXPECT_TRUE(std::isinf(b.scale()) && b.scale() > 0);
 }
@@ -303,7 +359,8 @@ TEST(QuantizeEdgeCaseTest, SubnormalInputsFollowTheRecipe) {
   ASSERT_TRUE(b.Run(eps).ok());
   const float scale = 448.0f / eps;
   EXPECT_EQ(b.scale(), 1.0f / scale);
-  for (int i = 0; i < 128; ++i) EXPECT_EQ(b.code(i), fp8::Encode<fp8::E4M3FN>(b.x()[i] * scale)) << i;
+  for (int i = 0; i < 128; ++i)
+    EXPECT_EQ(b.code(i), fp8::Encode<fp8::E4M3FN>(b.x()[i] * scale)) << i;
   EXPECT_NE(b.code(127), 0);
   EXPECT_EQ(b.code(0), 0);
 }

@@ -39,7 +39,8 @@ TYPED_TEST(EncodeLaneTest, MatchesScalarEncodeAroundEveryCodeAndMidpoint) {
         const uint32_t b = Bits(center) + static_cast<uint32_t>(d);
         for (uint32_t s : {0u, 0x80000000u}) {
           const float x = FromBits(b ^ s);
-          ASSERT_EQ(cpu_quant::EncodeLane<F>(x), fp8::Encode<F>(x)) << "bits 0x" << std::hex << (b ^ s);
+          ASSERT_EQ(cpu_quant::EncodeLane<F>(x), fp8::Encode<F>(x))
+              << "bits 0x" << std::hex << (b ^ s);
         }
       }
     }

@@ -47,7 +47,9 @@ struct HostTensor {
     return *this;
   }
   template <typename T>
-  T* as() { return reinterpret_cast<T*>(storage.data()); }
+  T* as() {
+    return reinterpret_cast<T*>(storage.data());
+  }
   int64_t numel() const { return t.numel(); }
 };
 
@@ -78,8 +80,10 @@ inline uint32_t RandomBits(DType dtype, bool neg, int exp, bool subnormal, std::
 }
 
 inline void SetBits(HostTensor& in, int64_t i, uint32_t bits) {
-  if (in.t.dtype == DType::kF32) in.as<uint32_t>()[i] = bits;
-  else in.as<uint16_t>()[i] = static_cast<uint16_t>(bits);
+  if (in.t.dtype == DType::kF32)
+    in.as<uint32_t>()[i] = bits;
+  else
+    in.as<uint16_t>()[i] = static_cast<uint16_t>(bits);
 }
 
 inline uint32_t SpecialBits(DType dtype, float v) {
@@ -148,9 +152,9 @@ struct RefParams {
 };
 
 struct RefResult {
-  std::vector<uint8_t> codes;    // Y (R,C) row-major
-  std::vector<float> scales;     // natural (row-major) scale shape; f32 recipes
-  std::vector<uint8_t> e8m0;     // mx1x32 scales (R, C/32)
+  std::vector<uint8_t> codes;  // Y (R,C) row-major
+  std::vector<float> scales;   // natural (row-major) scale shape; f32 recipes
+  std::vector<uint8_t> e8m0;   // mx1x32 scales (R, C/32)
 };
 
 inline float CanonicalNan(float v) { return std::isnan(v) ? FromBits(0x7FC00000u) : v; }
@@ -178,7 +182,8 @@ inline uint8_t RefMxScale(float amax, DType out, bool rceil) {
 }
 
 // The recipe of QuantizeOp on the (M,K) values x.
-inline RefResult RefQuantize(const std::vector<float>& x, int64_t m, int64_t k, const RefParams& p) {
+inline RefResult RefQuantize(const std::vector<float>& x, int64_t m, int64_t k,
+                             const RefParams& p) {
   const int64_t rows = p.transpose ? k : m, cols = p.transpose ? m : k;
   auto y = [&](int64_t r, int64_t c) { return p.transpose ? x[c * k + r] : x[r * k + c]; };
   const EncoderRef encode(p.out);
@@ -191,25 +196,44 @@ inline RefResult RefQuantize(const std::vector<float>& x, int64_t m, int64_t k, 
   }
   auto block_of = [&](int64_t r, int64_t c) -> int64_t {
     switch (p.granularity) {
-      case QuantGranularity::k128x1: return (r / b) * cols + c;
-      case QuantGranularity::k128x128: return (r / b) * (cols / b) + c / b;
-      case QuantGranularity::kPerRow: return r;
-      case QuantGranularity::kPerTensor: return 0;
-      case QuantGranularity::kMx1x32: return r * (cols / 32) + c / 32;
-      case QuantGranularity::kJaggedColwise: return group_of[c] * rows + r;
-      default: return r * (cols / b) + c / b;  // 1x128, jagged_rowwise
+      case QuantGranularity::k128x1:
+        return (r / b) * cols + c;
+      case QuantGranularity::k128x128:
+        return (r / b) * (cols / b) + c / b;
+      case QuantGranularity::kPerRow:
+        return r;
+      case QuantGranularity::kPerTensor:
+        return 0;
+      case QuantGranularity::kMx1x32:
+        return r * (cols / 32) + c / 32;
+      case QuantGranularity::kJaggedColwise:
+        return group_of[c] * rows + r;
+      default:
+        return r * (cols / b) + c / b;  // 1x128, jagged_rowwise
     }
   };
   switch (p.granularity) {
-    case QuantGranularity::k128x1: nblocks = (rows + b - 1) / b * cols; break;
-    case QuantGranularity::k128x128: nblocks = (rows + b - 1) / b * (cols / b); break;
-    case QuantGranularity::kPerRow: nblocks = rows; break;
-    case QuantGranularity::kPerTensor: nblocks = 1; break;
-    case QuantGranularity::kMx1x32: nblocks = rows * (cols / 32); break;
+    case QuantGranularity::k128x1:
+      nblocks = (rows + b - 1) / b * cols;
+      break;
+    case QuantGranularity::k128x128:
+      nblocks = (rows + b - 1) / b * (cols / b);
+      break;
+    case QuantGranularity::kPerRow:
+      nblocks = rows;
+      break;
+    case QuantGranularity::kPerTensor:
+      nblocks = 1;
+      break;
+    case QuantGranularity::kMx1x32:
+      nblocks = rows * (cols / 32);
+      break;
     case QuantGranularity::kJaggedColwise:
       nblocks = static_cast<int64_t>(p.group_ends.size()) * rows;
       break;
-    default: nblocks = rows * (cols / b); break;
+    default:
+      nblocks = rows * (cols / b);
+      break;
   }
   std::vector<float> amax(nblocks, 0.0f);
   std::vector<bool> has_nan(nblocks, false);
@@ -217,8 +241,10 @@ inline RefResult RefQuantize(const std::vector<float>& x, int64_t m, int64_t k, 
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t blk = block_of(r, c);
       const float v = y(r, c);
-      if (std::isnan(v)) has_nan[blk] = true;
-      else amax[blk] = std::max(amax[blk], std::fabs(v));
+      if (std::isnan(v))
+        has_nan[blk] = true;
+      else
+        amax[blk] = std::max(amax[blk], std::fabs(v));
     }
   }
   RefResult res;
@@ -237,7 +263,8 @@ inline RefResult RefQuantize(const std::vector<float>& x, int64_t m, int64_t k, 
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) res.codes[r * cols + c] = encode(y(r, c) * mul[block_of(r, c)]);
+    for (int64_t c = 0; c < cols; ++c)
+      res.codes[r * cols + c] = encode(y(r, c) * mul[block_of(r, c)]);
   }
   return res;
 }

@@ -26,11 +26,21 @@ class QuantizeValidationTest : public ::testing::Test {
     a.output = Keep(DType::kE4M3FN, {kM, kK});
     a.granularity = g;
     switch (g) {
-      case QuantGranularity::k128x1: a.scales = Keep(DType::kF32, {2, kK}); break;
-      case QuantGranularity::k128x128: a.scales = Keep(DType::kF32, {2, 3}); break;
-      case QuantGranularity::kPerRow: a.scales = Keep(DType::kF32, {kM, 1}); break;
-      case QuantGranularity::kPerTensor: a.scales = Keep(DType::kF32, {1}); break;
-      case QuantGranularity::kMx1x32: a.scales = Keep(DType::kE8M0, {kM, kK / 32}); break;
+      case QuantGranularity::k128x1:
+        a.scales = Keep(DType::kF32, {2, kK});
+        break;
+      case QuantGranularity::k128x128:
+        a.scales = Keep(DType::kF32, {2, 3});
+        break;
+      case QuantGranularity::kPerRow:
+        a.scales = Keep(DType::kF32, {kM, 1});
+        break;
+      case QuantGranularity::kPerTensor:
+        a.scales = Keep(DType::kF32, {1});
+        break;
+      case QuantGranularity::kMx1x32:
+        a.scales = Keep(DType::kE8M0, {kM, kK / 32});
+        break;
       case QuantGranularity::kJaggedColwise:
         a.transpose_output = true;
         a.output = Keep(DType::kE4M3FN, {kK, kM});
@@ -41,7 +51,9 @@ class QuantizeValidationTest : public ::testing::Test {
         a.group_ends = Keep(DType::kI32, {3});
         a.scales = Keep(DType::kF32, {kM, kK / 128});
         break;
-      default: a.scales = Keep(DType::kF32, {kM, kK / 128}); break;
+      default:
+        a.scales = Keep(DType::kF32, {kM, kK / 128});
+        break;
     }
     return a;
   }
@@ -335,8 +347,10 @@ TEST_P(QuantizeGroupEndsTest, BadGroupEndsFailTheRunWithInvalidArgument) {
   for (QuantGranularity g : {QuantGranularity::kJaggedRowwise, QuantGranularity::kJaggedColwise}) {
     QuantizeArgs a = Valid(g);
     for (int i = 0; i < 3; ++i) {
-      if (a.group_ends.dtype == DType::kI64) a.group_ends.as<int64_t>()[i] = GetParam()[i];
-      else a.group_ends.as<int32_t>()[i] = static_cast<int32_t>(GetParam()[i]);
+      if (a.group_ends.dtype == DType::kI64)
+        a.group_ends.as<int64_t>()[i] = GetParam()[i];
+      else
+        a.group_ends.as<int32_t>()[i] = static_cast<int32_t>(GetParam()[i]);
     }
     ASSERT_TRUE(Validate(Op(a)).ok());
     const absl::Status s = cpu->Run(Op(a), *stream, {});

@@ -2,6 +2,7 @@
 // same process. Bytes are counted read + written (input, codes, scales), so GB/s compares with the
 // memcpy figure, which moves 2x its size. Run with --benchmark_format=json.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstring>
@@ -54,6 +55,21 @@ void FillRandom(Buffer& b) {
     else
       static_cast<uint16_t*>(b.t.data)[i] = static_cast<uint16_t>(bits >> 16);
   }
+}
+
+// CPU seconds used by this process so far, all threads.
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// GB/s over the process CPU time (all threads), i.e. per busy core: unlike wall time it does not
+// drop when other processes share the cores.
+void SetCpuCounters(benchmark::State& state, double cpu_seconds, int64_t bytes) {
+  state.counters["cpu_ms_per_op"] = 1e3 * cpu_seconds / state.iterations();
+  state.counters["gb_per_cpu_s"] =
+      state.iterations() * static_cast<double>(bytes) / cpu_seconds / 1e9;
 }
 
 struct Variant {
@@ -113,10 +129,12 @@ void BM_Quantize(benchmark::State& state, Variant v) {
   }
   std::unique_ptr<Backend> cpu = CreateCpuBackend(0);
   std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
+  const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
     if (!cpu->Run(op, *stream, {}).ok()) state.SkipWithError("run failed");
     benchmark::ClobberMemory();
   }
+  SetCpuCounters(state, ProcessCpuSeconds() - cpu0, bytes);
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["threads"] = std::thread::hardware_concurrency();
 }
@@ -126,6 +144,7 @@ void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(kM * kK * 2);
   const int threads = state.range(0);
   std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+  const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
     std::vector<std::thread> pool;
     const size_t chunk = bytes / threads;
@@ -137,6 +156,7 @@ void BM_Memcpy(benchmark::State& state) {
     for (auto& th : pool) th.join();
     benchmark::ClobberMemory();
   }
+  SetCpuCounters(state, ProcessCpuSeconds() - cpu0, 2 * static_cast<int64_t>(bytes));
   state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(bytes));
 }
 

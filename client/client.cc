@@ -211,6 +211,11 @@ absl::StatusOr<uint64_t> Client::RegisterBuffer(ShmBuffer& buffer) {
   absl::StatusOr<v1::RegisterBufferResponse> response = RegisterShm(buffer.name(), buffer.size());
   if (!response.ok()) return response.status();
   buffer.set_buffer_id(response->buffer_id());
+  if (options_.unlink_after_register) {
+    // The registration stands either way; a name that could not be removed is only what
+    // unlink_after_register exists to avoid, and destruction tries again.
+    buffer.Unlink().IgnoreError();
+  }
   return response->buffer_id();
 }
 

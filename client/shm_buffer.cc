@@ -148,10 +148,10 @@ ShmBuffer::~ShmBuffer() { Reset(); }
 
 absl::Status ShmBuffer::Unlink() {
   if (!owns_name_) return absl::OkStatus();
-  owns_name_ = false;
   if (shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, absl::StrCat("shm_unlink ", name_));
+    return ErrnoStatus(errno, absl::StrCat("shm_unlink ", name_));  // still owned: retried later
   }
+  owns_name_ = false;
   return absl::OkStatus();
 }
 

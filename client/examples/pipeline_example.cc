@@ -152,7 +152,11 @@ absl::StatusOr<HostTensor> NewTensor(Client& client, v1::DType dtype,
 }
 
 absl::Status Run(const std::string& socket) {
-  absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(socket);
+  // Buffer names leave /dev/shm as soon as the daemon has mapped them, so that nothing is left
+  // behind if this process is killed.
+  kd::client::ClientOptions options;
+  options.unlink_after_register = true;
+  absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(socket, options);
   if (!connected.ok()) return connected.status();
   Client& client = **connected;
   if (absl::Status s = client.OpenSession("pipeline_example"); !s.ok()) return s;

@@ -235,6 +235,22 @@ TEST_F(ClientDaemonTest, RegisteringTwiceIsFailedPrecondition) {
   EXPECT_EQ(client->RegisterBuffer(*b).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(ClientDaemonTest, UnlinkAfterRegisterRemovesTheNameAndTheBufferStillWorks) {
+  ClientOptions options;
+  options.unlink_after_register = true;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(data_socket_, options);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->OpenSession("unlink").ok());
+  QuantizeBuffers q = MakeQuantize(**client, 1, 128);
+  for (const ShmBuffer* b : {&q.x, &q.y, &q.s}) {
+    EXPECT_FALSE(b->owns_name());
+    EXPECT_EQ(ShmBuffer::Map(b->name(), b->size()).status().code(), absl::StatusCode::kNotFound);
+  }
+  q.x.As<uint16_t>()[0] = 0x3F80;  // bf16 1.0: the daemon's mapping sees this write
+  ASSERT_TRUE((*client)->Quantize(q.op).ok());
+  EXPECT_EQ(q.y.As<uint8_t>()[0], 0x7E);  // 1.0 is the block's amax: it becomes 448 (0x7e)
+}
+
 TEST_F(ClientDaemonTest, AdminOnTheDataSocketIsPermissionDenied) {
   absl::StatusOr<std::unique_ptr<AdminClient>> admin = AdminClient::Connect(data_socket_);
   ASSERT_TRUE(admin.ok());

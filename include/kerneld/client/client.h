@@ -48,6 +48,12 @@ struct ClientOptions {
   // Ops: Quantize, Gemm, Pad, Unpad, Submit. A SYNC op replies after the kernel finished, so
   // this bounds queueing plus kernel time.
   absl::Duration op_timeout = absl::Seconds(60);
+  // Unlink a buffer's shm name as soon as the daemon registered it (RegisterBuffer). The daemon
+  // has mapped it by then and both mappings stay valid, but no name is left behind in /dev/shm
+  // if this process is killed before it could unlink (a name holds its memory until reboot).
+  // Recommended for trainers. The cost: the name can no longer be registered again (by another
+  // session or process), and RegisterShm with that name answers as for a missing object.
+  bool unlink_after_register = false;
   // Channels with different `channel_tag`s never share a connection; channels with the same
   // tag to the same target may (gRPC's subchannel pool). Benchmarks use it to measure several
   // independent connections from one process.
@@ -111,7 +117,8 @@ class Client {
   absl::Status SessionStatus() const;
 
   // Registers `buffer` (a POSIX shm object this process mapped) with the session, records the
-  // id in `buffer` and returns it. Registers buffer.size() bytes.
+  // id in `buffer` and returns it. Registers buffer.size() bytes. With
+  // options().unlink_after_register, also unlinks the name once registered.
   // FAILED_PRECONDITION without a session or when `buffer` is already registered.
   absl::StatusOr<uint64_t> RegisterBuffer(ShmBuffer& buffer);
   // Registers `size` bytes of the shm object `shm_name`; the raw form of the call above.

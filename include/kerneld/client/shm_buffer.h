@@ -63,7 +63,8 @@ class ShmBuffer {
   ~ShmBuffer();
 
   // Removes the name now (the mapping stays valid). Later calls, and calls on a buffer that
-  // does not own its name, do nothing and return OK.
+  // does not own its name, do nothing and return OK. On failure the buffer still owns the name
+  // and destruction tries again.
   absl::Status Unlink();
 
   bool valid() const { return data_ != nullptr; }

@@ -25,7 +25,8 @@ class SessionStream : public grpc::ServerWriteReactor<v1::SessionEvent> {
     first_.set_session_id(session->id());
     first_.set_backend(std::move(backend));
     first_.set_lease_seconds(session->lease_seconds());
-    session->SetEndHook([state = state_](const std::string& reason) { End(state, reason); });
+    session->SetEndHook(
+        [state = state_](const std::string& reason) { End(state, reason, /*client_gone=*/false); });
     state_->write_in_flight = true;
     StartWrite(&first_);
   }
@@ -41,15 +42,19 @@ class SessionStream : public grpc::ServerWriteReactor<v1::SessionEvent> {
       }
     }
     if (finish) {
-      Finish(grpc::Status::OK);
+      FinishWithReason();
     } else if (!ok) {
-      End(state_, "the stream could not be written");
+      End(state_, "the stream could not be written", /*client_gone=*/true);
     }
   }
 
   void OnCancel() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->cancelled = true;
+    }
     daemon_->sessions().Close(session_id_, "the client went away").IgnoreError();
-    End(state_, "cancelled");
+    End(state_, "cancelled", /*client_gone=*/true);
   }
 
   void OnDone() override {
@@ -66,31 +71,53 @@ class SessionStream : public grpc::ServerWriteReactor<v1::SessionEvent> {
     std::mutex mu;
     SessionStream* reactor = nullptr;  // null once OnDone ran
     bool finished = false;
+    bool cancelled = false;
     bool write_in_flight = false;
     bool finish_pending = false;
+    std::string reason;  // why the daemon ended the session, sent in the last message
   };
 
-  // Finishes the stream once, whichever side ends first. OnDone cannot run before Finish is
-  // called, and only the caller that flips `finished` calls it, so `r` stays valid.
-  static void End(const std::shared_ptr<State>& state, const std::string& reason) {
+  // Finishes the stream once, whichever side ends first. When the daemon ended the session
+  // (CloseSession, lease expiry, shutdown) a last message carries the reason. OnDone cannot run
+  // before Finish is called, and only the caller that flips `finished` calls it, so `r` stays
+  // valid.
+  static void End(const std::shared_ptr<State>& state, const std::string& reason,
+                  bool client_gone) {
     SessionStream* r;
     {
       std::lock_guard<std::mutex> lock(state->mu);
       if (state->reactor == nullptr || state->finished) return;
       state->finished = true;
+      if (!client_gone && !state->cancelled) state->reason = reason;
       if (state->write_in_flight) {
         state->finish_pending = true;
         return;
       }
       r = state->reactor;
     }
-    r->Finish(grpc::Status::OK);
+    r->FinishWithReason();
+  }
+
+  void FinishWithReason() {
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      reason = state_->reason;
+    }
+    if (reason.empty()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    last_.set_session_id(session_id_);
+    last_.set_reason(std::move(reason));
+    StartWriteAndFinish(&last_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
   Daemon* const daemon_;
   const std::string session_id_;
   std::shared_ptr<State> state_;
   v1::SessionEvent first_;
+  v1::SessionEvent last_;
 };
 
 class DataPlaneService final : public v1::DataPlane::CallbackService {

@@ -1,7 +1,7 @@
 // Per-group token padding for MoE and its reverse, with the padded offsets computed on the
-// device: a one-CTA kernel copies the client's group ends into scratch, checks them, scans the
-// padded sizes and writes the padded ends; a row-copy kernel then moves 16-byte chunks. No host
-// round trip: a violation is written to a host-mapped DeviceErrorRecord that the backend reads
+// device: the group ends are copied once from client memory, checked, and scanned into padded
+// ends (in each CTA's shared memory, or by a one-CTA kernel into scratch for very many groups),
+// and the row-copy kernel moves 16-byte chunks. No host round trip: a violation is written to a host-mapped DeviceErrorRecord that the backend reads
 // when the stream's completion is observed, and the copy kernel then writes nothing.
 #include <cuda_runtime.h>
 
@@ -41,34 +41,38 @@ __device__ __forceinline__ int64_t WarpInclusiveScan(int64_t v) {
   return v;
 }
 
-// One CTA. Copies the ends once (the check and the copy kernel read only the copy, so a client
-// rewriting them meanwhile cannot defeat the check), finds the first violation, scans the
-// aligned group sizes into the padded ends. `total_rows` is what the last end must equal;
-// `padded_limit` (unpad) is the most padded rows the input holds, or -1.
-__global__ void __launch_bounds__(kOffsetsThreads)
-    GroupOffsetsKernel(PadParams p, int64_t total_rows, int64_t padded_limit, int32_t op) {
-  const Scratch s = ScratchOf(p.scratch, p.groups);
+// Builds the group table of one CTA: copies the client's ends once into `ends` (the checks and
+// the copy read only this copy, so a client rewriting them meanwhile cannot defeat the check),
+// finds the first violation, and scans the aligned group sizes into `padded`. `total_rows` is
+// what the last end must equal; `padded_limit` (unpad) is the most padded rows the input holds,
+// or -1. When `report`, a violation goes to the error record and a valid table's padded ends to
+// p.padded_group_ends. Returns whether the ends are valid (the same answer in every thread).
+__device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t padded_limit,
+                                int32_t op, int64_t* ends, int64_t* padded, bool report) {
   const int tid = threadIdx.x;
+  const int threads = blockDim.x;
   __shared__ unsigned long long first_bad;
-  __shared__ int64_t warp_sums[kOffsetsThreads / 32];
+  __shared__ int64_t warp_sums[32];
   __shared__ int64_t carry;
+  __shared__ int valid;
   if (tid == 0) {
     first_bad = ~0ull;
     carry = 0;
   }
-  for (int64_t g = tid; g < p.groups; g += kOffsetsThreads) {
-    s.ends[g] = p.group_ends_i64
-                    ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
-                    : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
+  for (int64_t g = tid; g < p.groups; g += threads) {
+    ends[g] = p.group_ends_i64
+                  ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
+                  : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
   }
   __syncthreads();
   const int64_t align = p.alignment;
-  for (int64_t base = 0; base < p.groups; base += kOffsetsThreads) {
+  const int warps = threads / 32;
+  for (int64_t base = 0; base < p.groups; base += threads) {
     const int64_t g = base + tid;
     int64_t padded_size = 0;
     if (g < p.groups) {
-      const int64_t prev = g == 0 ? 0 : s.ends[g - 1];
-      const int64_t end = s.ends[g];
+      const int64_t prev = g == 0 ? 0 : ends[g - 1];
+      const int64_t end = ends[g];
       if (end < prev) {
         atomicMin(&first_bad, static_cast<unsigned long long>(g));
       } else {
@@ -79,14 +83,14 @@ __global__ void __launch_bounds__(kOffsetsThreads)
     if (tid % 32 == 31) warp_sums[tid / 32] = inclusive;
     __syncthreads();
     if (tid < 32) {
-      const int64_t total = WarpInclusiveScan(warp_sums[tid]);
-      warp_sums[tid] = total;  // inclusive over warps 0..tid
+      const int64_t total = WarpInclusiveScan(tid < warps ? warp_sums[tid] : 0);
+      if (tid < warps) warp_sums[tid] = total;  // inclusive over warps 0..tid
     }
     __syncthreads();
     const int64_t before = carry + (tid >= 32 ? warp_sums[tid / 32 - 1] : 0);
-    if (g < p.groups) s.padded[g] = before + inclusive;
+    if (g < p.groups) padded[g] = before + inclusive;
     __syncthreads();
-    if (tid == 0) carry += warp_sums[kOffsetsThreads / 32 - 1];
+    if (tid == 0) carry += warp_sums[warps - 1];
     __syncthreads();
   }
   if (tid == 0) {
@@ -96,22 +100,22 @@ __global__ void __launch_bounds__(kOffsetsThreads)
     if (first_bad != ~0ull) {
       group = static_cast<int64_t>(first_bad);
       code = DeviceErrorRecord::kGroupEndDecreasing;
-      value = s.ends[group];
-      bound = group == 0 ? 0 : s.ends[group - 1];
-    } else if (s.ends[last] != total_rows) {
+      value = ends[group];
+      bound = group == 0 ? 0 : ends[group - 1];
+    } else if (ends[last] != total_rows) {
       code = DeviceErrorRecord::kGroupEndTotal;
       group = last;
-      value = s.ends[last];
+      value = ends[last];
       bound = total_rows;
-    } else if (padded_limit >= 0 && s.padded[last] > padded_limit) {
+    } else if (padded_limit >= 0 && padded[last] > padded_limit) {
       code = DeviceErrorRecord::kPaddedRowsExceed;
       group = last;
-      value = s.padded[last];
+      value = padded[last];
       bound = padded_limit;
     }
-    *s.valid = code == DeviceErrorRecord::kNone;
+    valid = code == DeviceErrorRecord::kNone;
     volatile DeviceErrorRecord* rec = p.error;
-    if (code != DeviceErrorRecord::kNone && rec->code == DeviceErrorRecord::kNone) {
+    if (report && code != DeviceErrorRecord::kNone && rec->code == DeviceErrorRecord::kNone) {
       rec->op = op;
       rec->group = group;
       rec->value = value;
@@ -121,11 +125,22 @@ __global__ void __launch_bounds__(kOffsetsThreads)
     }
   }
   __syncthreads();
-  if (*s.valid && p.padded_group_ends != nullptr) {
-    for (int64_t g = tid; g < p.groups; g += kOffsetsThreads) {
-      p.padded_group_ends[g * p.padded_group_ends_stride] = static_cast<int32_t>(s.padded[g]);
+  const bool ok = valid != 0;
+  if (ok && report && p.padded_group_ends != nullptr) {
+    for (int64_t g = tid; g < p.groups; g += threads) {
+      p.padded_group_ends[g * p.padded_group_ends_stride] = static_cast<int32_t>(padded[g]);
     }
   }
+  return ok;
+}
+
+// For group counts above kSharedTableGroups: one CTA builds the table in scratch for the copy
+// kernel, which reads the validity word.
+__global__ void __launch_bounds__(kOffsetsThreads)
+    GroupOffsetsKernel(PadParams p, int64_t total_rows, int64_t padded_limit, int32_t op) {
+  const Scratch s = ScratchOf(p.scratch, p.groups);
+  const bool ok = BuildGroupTable(p, total_rows, padded_limit, op, s.ends, s.padded, true);
+  if (threadIdx.x == 0) *s.valid = ok;
 }
 
 // First index g in [0, n) with table[g] > r, or n.
@@ -140,22 +155,30 @@ __device__ __forceinline__ int64_t UpperBound(const int64_t* table, int64_t n, i
 }
 
 // Copies rows in units of Chunk (16, 4 or 1 bytes). Output row r of pad takes input row
-// src(r) or zeros; output row r of unpad takes padded row src(r). Each CTA walks row blocks of
-// kRowsPerIteration rows, finding their sources in a shared copy of the group tables, loading
-// every chunk of the block before storing any.
+// src(r) or zeros; output row r of unpad takes padded row src(r). With `fused` (up to
+// kSharedTableGroups groups) every CTA builds the group table itself in shared memory, so pad is
+// one launch; CTA (0, 0) reports. Otherwise GroupOffsetsKernel built it in scratch. Each CTA
+// walks row blocks of kRowsPerIteration rows, loading every chunk of a block before storing.
 template <typename Chunk, bool kUnpad>
 __global__ void __launch_bounds__(kCopyThreads)
-    CopyGroupRowsKernel(PadParams p, int64_t chunks_per_row, bool shared_table) {
-  const Scratch s = ScratchOf(p.scratch, p.groups);
-  if (*s.valid == 0) return;
-  extern __shared__ int64_t table[];  // ends then padded ends, when shared_table
-  const int64_t* ends = s.ends;
-  const int64_t* padded = s.padded;
-  if (shared_table) {
-    for (int64_t i = threadIdx.x; i < 2 * p.groups; i += blockDim.x) table[i] = s.ends[i];
+    CopyGroupRowsKernel(PadParams p, int64_t chunks_per_row, bool fused, int64_t total_rows,
+                        int64_t padded_limit) {
+  extern __shared__ int64_t table[];  // ends then padded ends, when fused
+  const int64_t* ends;
+  const int64_t* padded;
+  if (fused) {
+    const bool report = blockIdx.x == 0 && blockIdx.y == 0;
+    if (!BuildGroupTable(p, total_rows, padded_limit, kUnpad ? 1 : 0, table, table + p.groups,
+                         report)) {
+      return;
+    }
     ends = table;
     padded = table + p.groups;
-    __syncthreads();
+  } else {
+    const Scratch s = ScratchOf(p.scratch, p.groups);
+    if (*s.valid == 0) return;
+    ends = s.ends;
+    padded = s.padded;
   }
   __shared__ int64_t src_row[kRowsPerIteration];
   const int64_t rows = p.out_rows;
@@ -204,7 +227,8 @@ __global__ void __launch_bounds__(kCopyThreads)
 }
 
 template <bool kUnpad>
-cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream) {
+cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream, int64_t total_rows,
+                       int64_t padded_limit) {
   const auto aligned = [&](int64_t a) {
     return reinterpret_cast<uintptr_t>(p.input) % a == 0 &&
            reinterpret_cast<uintptr_t>(p.output) % a == 0 && p.input_stride_bytes % a == 0 &&
@@ -214,8 +238,14 @@ cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream) {
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
-  const bool shared_table = p.groups <= kSharedTableGroups;
-  const size_t smem = shared_table ? static_cast<size_t>(2 * p.groups) * sizeof(int64_t) : 0;
+  const bool fused = p.groups <= kSharedTableGroups;
+  if (!fused) {
+    GroupOffsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(p, total_rows, padded_limit,
+                                                          kUnpad ? 1 : 0);
+    const cudaError_t launched = cudaGetLastError();
+    if (launched != cudaSuccess) return launched;
+  }
+  const size_t smem = fused ? static_cast<size_t>(2 * p.groups) * sizeof(int64_t) : 0;
   auto launch = [&](auto kernel, int64_t chunk_bytes) -> cudaError_t {
     const int64_t chunks_per_row = p.row_bytes / chunk_bytes;
     const int64_t col_blocks = (chunks_per_row + kCopyThreads - 1) / kCopyThreads;
@@ -231,7 +261,8 @@ cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream) {
                                static_cast<int>(smem));
       if (attr != cudaSuccess) return attr;
     }
-    kernel<<<grid, kCopyThreads, smem, stream>>>(p, chunks_per_row, shared_table);
+    kernel<<<grid, kCopyThreads, smem, stream>>>(p, chunks_per_row, fused, total_rows,
+                                                 padded_limit);
     return cudaGetLastError();
   };
   if (aligned(16)) return launch(CopyGroupRowsKernel<uint4, kUnpad>, 16);
@@ -247,20 +278,14 @@ uint64_t PadScratchBytes(int64_t groups) {
 
 cudaError_t LaunchPad(const PadParams& p, cudaStream_t stream) {
   if (p.groups < 1) return cudaErrorInvalidValue;
-  GroupOffsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(p, p.in_rows, -1, 0);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  return LaunchCopy<false>(p, stream);
+  return LaunchCopy<false>(p, stream, p.in_rows, -1);
 }
 
 cudaError_t LaunchUnpad(const PadParams& p, cudaStream_t stream) {
   if (p.groups < 1) return cudaErrorInvalidValue;
   PadParams q = p;
   q.padded_group_ends = nullptr;
-  GroupOffsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(q, p.out_rows, p.in_rows, 1);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  return LaunchCopy<true>(q, stream);
+  return LaunchCopy<true>(q, stream, p.out_rows, p.in_rows);
 }
 
 }  // namespace cuda

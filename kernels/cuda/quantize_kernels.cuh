@@ -4,7 +4,9 @@
 //   amax   = max |x| over the block, NaN if any element is NaN
 //   scale  = FP8_MAX / max(amax, eps)          IEEE division (__fdiv_rn)
 //   scale  = 2^floor(log2(scale))              pow2 scales only
-//   code   = fp8::Encode(x * scale)            IEEE product (__fmul_rn), saturating RNE
+//   code   = fp8::Encode(x * scale)            IEEE product (__fmul_rn), saturating RNE, computed
+//                                              by fp8::EncodeBranchFree (the same byte for
+//                                              every input, see fp8_encode.h)
 //   stored = 1 / scale                         IEEE division
 // A NaN amax stores the quiet NaN 0x7fc00000, the NaN the CPU reference's arithmetic carries.
 #ifndef KERNELD_KERNELS_CUDA_QUANTIZE_KERNELS_CUH_
@@ -18,6 +20,7 @@
 
 #include "kerneld/kernels/fp8.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_encode.h"
 
 namespace kd {
 namespace cuda {
@@ -95,7 +98,7 @@ __device__ __forceinline__ uint32_t GroupMax(uint32_t v) {
 // (rows 4g..4g+3 of each pass), so that a transposed store packs four rows into one 32-bit word.
 // `vec_in`/`vec_out`: the tensors allow 16-byte (8-byte) accesses; else element accesses.
 template <InputType kType, typename F, bool kTile128, bool kTranspose>
-__global__ void __launch_bounds__(kThreads) QuantizeBlockwiseKernel(QuantizeParams p, bool vec_in,
+__global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeParams p, bool vec_in,
                                                                      bool vec_out) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = 16 / sizeof(S);             // elements per chunk
@@ -111,16 +114,14 @@ __global__ void __launch_bounds__(kThreads) QuantizeBlockwiseKernel(QuantizePara
   const int64_t row_tiles = (p.m + kBlock - 1) / kBlock;
   const S* input = static_cast<const S*>(p.input);
 
-  for (int64_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+  auto row_of = [&](int j) { return (j / 4) * (4 * kGroupsPerPass) + group * 4 + (j % 4); };
+  auto load_tile = [&](int64_t tile, uint4 (&raw)[kChunks]) {
     const int64_t row0 = tile * kBlock;
-    auto row_of = [&](int j) { return (j / 4) * (4 * kGroupsPerPass) + group * 4 + (j % 4); };
-
-    uint4 raw[kChunks];
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int64_t r = row0 + row_of(j);
       raw[j] = make_uint4(0, 0, 0, 0);
-      if (r < p.m) {
+      if (tile < row_tiles && r < p.m) {
         const S* src = input + r * p.input_stride + col0 + lane_col * kVec;
         if (vec_in) {
           raw[j] = *reinterpret_cast<const uint4*>(src);
@@ -134,6 +135,19 @@ __global__ void __launch_bounds__(kThreads) QuantizeBlockwiseKernel(QuantizePara
         }
       }
     }
+  };
+
+  // NOTE: the CTA walks row tiles and loads tile n+1 into registers before it computes tile n,
+  // so that every thread keeps its loads in flight while it converts (the conversion costs
+  // about as many cycles as the memory traffic of a tile). Two-byte inputs only: for f32 the
+  // second register set would halve the resident CTAs.
+  constexpr bool kPrefetch = sizeof(S) == 2;
+  uint4 raw[kChunks];
+  uint4 next[kPrefetch ? kChunks : 1];
+  load_tile(blockIdx.y, raw);
+  for (int64_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+    const int64_t row0 = tile * kBlock;
+    if constexpr (kPrefetch) load_tile(tile + gridDim.y, next);
 
     // amax bits per chunk (|x| bits compare as unsigned: NaN above Inf above every finite).
     uint32_t amax[kChunks];
@@ -183,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) QuantizeBlockwiseKernel(QuantizePara
         uint8_t codes[kVec];
 #pragma unroll
         for (int i = 0; i < kVec; ++i) {
-          codes[i] = fp8::Encode<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
+          codes[i] = fp8::EncodeBranchFree<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
         }
         if (r < p.m) {
           uint8_t* dst = p.output + r * p.output_stride + col0 + lane_col * kVec;
@@ -217,7 +231,7 @@ __global__ void __launch_bounds__(kThreads) QuantizeBlockwiseKernel(QuantizePara
 #pragma unroll
           for (int i = 0; i < kVec; ++i) {
             const uint32_t code =
-                fp8::Encode<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
+                fp8::EncodeBranchFree<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
             words[i] |= code << (8 * jr);
           }
         }
@@ -252,6 +266,12 @@ __global__ void __launch_bounds__(kThreads) QuantizeBlockwiseKernel(QuantizePara
       }
       __syncthreads();  // tile_t is reused by the next tile
     }
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) raw[j] = next[j];
+    } else {
+      load_tile(tile + gridDim.y, raw);
+    }
   }
 }
 
@@ -266,10 +286,22 @@ cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) 
   const int64_t row_tiles = (p.m + kBlock - 1) / kBlock;
   const int64_t col_tiles = p.k / kBlock;
   if (col_tiles > 0x7FFFFFFF || row_tiles < 1) return cudaErrorInvalidConfiguration;
-  const dim3 grid(static_cast<unsigned>(col_tiles),
-                  static_cast<unsigned>(row_tiles < 65535 ? row_tiles : 65535));
-  QuantizeBlockwiseKernel<kType, F, kTile128, kTranspose>
-      <<<grid, kThreads, 0, stream>>>(p, vec_in, vec_out);
+  // As many CTAs as fit on the device at once, each walking row tiles (see the kernel's NOTE).
+  const auto kernel = QuantizeBlockwiseKernel<kType, F, kTile128, kTranspose>;
+  static int resident_per_sm = 0;  // per instantiation; the same on every device of a node
+  int device = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess && resident_per_sm == 0) {
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident_per_sm, kernel, kThreads, 0);
+  }
+  if (err != cudaSuccess) return err;
+  const int64_t resident = static_cast<int64_t>(sms) * (resident_per_sm > 0 ? resident_per_sm : 1);
+  int64_t rows_of_ctas = (resident + col_tiles - 1) / col_tiles;
+  if (rows_of_ctas > row_tiles) rows_of_ctas = row_tiles;
+  if (rows_of_ctas > 65535) rows_of_ctas = 65535;
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(rows_of_ctas));
+  kernel<<<grid, kThreads, 0, stream>>>(p, vec_in, vec_out);
   return cudaGetLastError();
 }
 

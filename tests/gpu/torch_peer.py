@@ -23,8 +23,11 @@ def main() -> None:
     storage = piece.untyped_storage()
     shared = storage._share_cuda_()
     handle, storage_offset = shared[1], shared[3]
-    if len(handle) == 65:  # newer allocators prefix the handle with its kind (cudaMalloc)
-        handle = handle[1:]
+    # Recent PyTorch prefixes the raw cudaIpcMemHandle_t (the last 64 bytes) with a format
+    # version and the segment kind ("c": a cudaMalloc segment).
+    if len(handle) > 64:
+        assert handle[-65:-64] == b"c", "not a cudaMalloc segment handle"
+        handle = handle[-64:]
     offset = storage_offset + piece.storage_offset() * piece.element_size()
     nbytes = piece.numel() * piece.element_size()
     data = piece.contiguous().view(torch.uint8).cpu().numpy().tobytes()

@@ -355,6 +355,11 @@ class CudaBackend : public Backend {
         return absl::UnimplementedError(
             "the fused dual quantize pass is not implemented on the cuda backend");
       }
+      if (q->transpose_output) {
+        return absl::UnimplementedError(absl::StrCat(
+            "transpose_output (blocks of Xᵀ) is not implemented for quantize granularity ",
+            GranularityName(q->granularity), " on the cuda backend"));
+      }
       return absl::OkStatus();
     }
     if (std::holds_alternative<GemmArgs>(op)) {
@@ -430,7 +435,6 @@ class CudaBackend : public Backend {
       p.m = q->input.shape[0];
       p.k = q->input.shape[1];
       p.tile_128x128 = q->granularity == QuantGranularity::k128x128;
-      p.transpose_output = q->transpose_output;
       p.k_block_major_scales = q->scale_layout == ScaleLayout::kKBlockMajor;
       p.pow2_scales = q->scale_format == ScaleFormat::kPow2;
       p.eps = q->eps;

@@ -16,13 +16,14 @@ namespace cuda {
 enum class InputType : uint8_t { kF32, kBF16, kF16 };
 enum class Fp8Format : uint8_t { kE4M3FN, kE4M3FNUZ, kE5M2 };
 
-// Blockwise FP8 quantization (1x128 or 128x128 blocks), the recipe of kernels/cpu/quantize.cc.
-// Strides are in elements; the last dimension of every tensor is contiguous.
+// Blockwise FP8 quantization (1x128 or 128x128 blocks of Y = X), the recipe of
+// kernels/cpu/quantize.cc. Strides are in elements; the last dimension of every tensor is
+// contiguous.
 struct QuantizeParams {
   const void* input = nullptr;  // (m, k)
   int64_t input_stride = 0;
   InputType input_type = InputType::kBF16;
-  uint8_t* output = nullptr;    // (m, k), or (k, m) when transpose_output
+  uint8_t* output = nullptr;    // (m, k)
   int64_t output_stride = 0;
   Fp8Format format = Fp8Format::kE4M3FN;
   float* scales = nullptr;      // (m, k/128) or (k/128, m) [1x128]; (ceil(m/128), k/128) [128x128]
@@ -30,7 +31,6 @@ struct QuantizeParams {
   int64_t m = 0;
   int64_t k = 0;                // a multiple of 128
   bool tile_128x128 = false;    // false: 1x128 blocks
-  bool transpose_output = false;
   bool k_block_major_scales = false;
   bool pow2_scales = false;
   float eps = 1e-12f;

@@ -1,6 +1,6 @@
-// The blockwise FP8 quantizer, one kernel template for 1x128 and 128x128 blocks, with or without
-// transposed output. Included by one .cu file per FP8 format so that the formats compile in
-// parallel. The recipe is exactly that of kernels/cpu/quantize.cc (bit-exact):
+// The blockwise FP8 quantizer, one kernel template for 1x128 and 128x128 blocks of Y = X (the
+// transposed outputs, Y = Xᵀ, are not ported yet: the backend's Supports() refuses them).
+// Included by one .cu file per FP8 format so that the formats compile in parallel. The recipe is exactly that of kernels/cpu/quantize.cc (bit-exact):
 //   amax   = max |x| over the block, NaN if any element is NaN
 //   scale  = FP8_MAX / max(amax, eps)          IEEE division (__fdiv_rn)
 //   scale  = 2^floor(log2(scale))              pow2 scales only
@@ -92,12 +92,12 @@ __device__ __forceinline__ uint32_t GroupMax(uint32_t v) {
   return v;
 }
 
-// One CTA per 128x128 tile (blockIdx.x: K block, blockIdx.y strides over M tiles). Each thread
-// holds kChunks 16-byte chunks of the tile in registers: loads first, all in flight, then the
-// amax, then the codes. Thread t covers chunk column t % kLanes and rows grouped by four
-// (rows 4g..4g+3 of each pass), so that a transposed store packs four rows into one 32-bit word.
-// `vec_in`/`vec_out`: the tensors allow 16-byte (8-byte) accesses; else element accesses.
-template <InputType kType, typename F, bool kTile128, bool kTranspose>
+// A CTA quantizes 128x128 tiles (blockIdx.x: K block, blockIdx.y strides over M tiles). Each
+// thread holds kChunks 16-byte chunks of a tile in registers: loads first, all in flight, then
+// the amax, then the codes. Thread t covers chunk column t % kLanes and rows 4g..4g+3 of each
+// pass of 4 * kGroupsPerPass rows. `vec_in`/`vec_out`: the tensors allow 16-byte (one chunk's
+// codes) accesses; else element accesses.
+template <InputType kType, typename F, bool kTile128>
 __global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeParams p, bool vec_in,
                                                                      bool vec_out) {
   using S = typename Input<kType>::Storage;
@@ -105,7 +105,6 @@ __global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeP
   constexpr int kLanes = kBlock / kVec;            // threads per 128-element row
   constexpr int kGroupsPerPass = kThreads / kLanes;
   constexpr int kChunks = kBlock * kLanes / kThreads;
-  static_assert(kChunks % 4 == 0, "rows are handled in groups of four");
 
   const int tid = threadIdx.x;
   const int lane_col = tid % kLanes;
@@ -190,81 +189,28 @@ __global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeP
     }
     auto quant_scale = [&](int j) { return scale[kTile128 ? 0 : j].quant; };
 
-    if constexpr (!kTranspose) {
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) {
-        const int64_t r = row0 + row_of(j);
-        uint8_t codes[kVec];
+    for (int j = 0; j < kChunks; ++j) {
+      const int64_t r = row0 + row_of(j);
+      uint8_t codes[kVec];
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          codes[i] = fp8::EncodeBranchFree<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
-        }
-        if (r < p.m) {
-          uint8_t* dst = p.output + r * p.output_stride + col0 + lane_col * kVec;
-          if (vec_out) {
-            if constexpr (kVec == 8) {
-              *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(codes);
-            } else {
-              *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(codes);
-            }
+      for (int i = 0; i < kVec; ++i) {
+        codes[i] =
+            fp8::EncodeBranchFree<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
+      }
+      if (r < p.m) {
+        uint8_t* dst = p.output + r * p.output_stride + col0 + lane_col * kVec;
+        if (vec_out) {
+          if constexpr (kVec == 8) {
+            *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(codes);
           } else {
-#pragma unroll
-            for (int i = 0; i < kVec; ++i) dst[i] = codes[i];
+            *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(codes);
           }
-        }
-      }
-    } else {
-      // Transpose through shared memory: tile[c][w] holds rows 4w..4w+3 of column c, one byte
-      // each. NOTE: word w of column c sits at w ^ Swizzle(c), which spreads the 32 lanes of a
-      // store over distinct banks; 16-byte reads stay within one aligned group of four words
-      // (permuted inside it, undone on read).
-      __shared__ uint32_t tile_t[kBlock][kBlock / 4];
-      auto swizzle = [](int c) { return ((c / kVec) * (kVec / 4)) & 31; };
-#pragma unroll
-      for (int jq = 0; jq < kChunks / 4; ++jq) {
-        uint32_t words[kVec];
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) words[i] = 0;
-#pragma unroll
-        for (int jr = 0; jr < 4; ++jr) {
-          const int j = jq * 4 + jr;
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            const uint32_t code =
-                fp8::EncodeBranchFree<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
-            words[i] |= code << (8 * jr);
-          }
-        }
-        const int w = row_of(jq * 4) / 4;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const int c = lane_col * kVec + i;
-          tile_t[c][w ^ swizzle(c)] = words[i];
-        }
-      }
-      __syncthreads();
-      // 128 output rows (columns of X) of 128 bytes: eight 16-byte pieces each.
-#pragma unroll
-      for (int n = 0; n < kBlock * 8 / kThreads; ++n) {
-        const int item = n * kThreads + tid;
-        const int c = item / 8, q = item % 8;
-        const int s = swizzle(c);
-        uint4 v = *reinterpret_cast<const uint4*>(&tile_t[c][(q * 4) ^ (s & ~3)]);
-        if (s & 1) v = make_uint4(v.y, v.x, v.w, v.z);
-        if (s & 2) v = make_uint4(v.z, v.w, v.x, v.y);
-        const int64_t r = row0 + q * 16;
-        uint8_t* dst = p.output + (col0 + c) * p.output_stride + r;
-        if (vec_out && r + 16 <= p.m) {
-          *reinterpret_cast<uint4*>(dst) = v;
         } else {
 #pragma unroll
-          for (int b = 0; b < 16; ++b) {
-            const uint32_t word = b < 4 ? v.x : b < 8 ? v.y : b < 12 ? v.z : v.w;
-            if (r + b < p.m) dst[b] = static_cast<uint8_t>(word >> (8 * (b % 4)));
-          }
+          for (int i = 0; i < kVec; ++i) dst[i] = codes[i];
         }
       }
-      __syncthreads();  // tile_t is reused by the next tile
     }
     if constexpr (kPrefetch) {
 #pragma unroll
@@ -275,19 +221,19 @@ __global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeP
   }
 }
 
-template <InputType kType, typename F, bool kTile128, bool kTranspose>
+template <InputType kType, typename F, bool kTile128>
 cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
-  // Transposed output is written 16 bytes at a time, direct output one chunk's codes at a time.
-  const int out_align = kTranspose ? 16 : static_cast<int>(16 / sizeof(S));
+  // One chunk's codes are stored at a time.
+  const int out_align = static_cast<int>(16 / sizeof(S));
   const bool vec_out = addr(p.output) % out_align == 0 && p.output_stride % out_align == 0;
   const int64_t row_tiles = (p.m + kBlock - 1) / kBlock;
   const int64_t col_tiles = p.k / kBlock;
   if (col_tiles > 0x7FFFFFFF || row_tiles < 1) return cudaErrorInvalidConfiguration;
   // As many CTAs as fit on the device at once, each walking row tiles (see the kernel's NOTE).
-  const auto kernel = QuantizeBlockwiseKernel<kType, F, kTile128, kTranspose>;
+  const auto kernel = QuantizeBlockwiseKernel<kType, F, kTile128>;
   static int resident_per_sm = 0;  // per instantiation; the same on every device of a node
   int device = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);
@@ -307,25 +253,19 @@ cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) 
 
 template <typename F>
 cudaError_t LaunchQuantizeFormat(const QuantizeParams& p, cudaStream_t stream) {
-  auto by_type = [&](auto tile128, auto transpose) -> cudaError_t {
+  auto by_type = [&](auto tile128) -> cudaError_t {
     constexpr bool kTile128 = decltype(tile128)::value;
-    constexpr bool kTranspose = decltype(transpose)::value;
     switch (p.input_type) {
       case InputType::kBF16:
-        return LaunchQuantizeVariant<InputType::kBF16, F, kTile128, kTranspose>(p, stream);
+        return LaunchQuantizeVariant<InputType::kBF16, F, kTile128>(p, stream);
       case InputType::kF16:
-        return LaunchQuantizeVariant<InputType::kF16, F, kTile128, kTranspose>(p, stream);
+        return LaunchQuantizeVariant<InputType::kF16, F, kTile128>(p, stream);
       case InputType::kF32:
-        return LaunchQuantizeVariant<InputType::kF32, F, kTile128, kTranspose>(p, stream);
+        return LaunchQuantizeVariant<InputType::kF32, F, kTile128>(p, stream);
     }
     return cudaErrorInvalidValue;
   };
-  using True = std::true_type;
-  using False = std::false_type;
-  if (p.tile_128x128) {
-    return p.transpose_output ? by_type(True{}, True{}) : by_type(True{}, False{});
-  }
-  return p.transpose_output ? by_type(False{}, True{}) : by_type(False{}, False{});
+  return p.tile_128x128 ? by_type(std::true_type{}) : by_type(std::false_type{});
 }
 
 }  // namespace quant

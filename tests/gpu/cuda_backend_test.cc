@@ -391,6 +391,13 @@ TEST(CudaBackend, UnsupportedOpsAndForeignTensorsAreRefused) {
   GemmArgs g;
   g.variant = GemmVariant::kNT;
   EXPECT_EQ(gpu->Supports(g).code(), absl::StatusCode::kUnimplemented);
+  QuantizeArgs t = q;
+  t.granularity = QuantGranularity::k1x128;
+  t.transpose_output = true;
+  t.scales = MakeTensor(scales->data(), DType::kF32, {256, 2}, 2, kGpu);
+  ASSERT_TRUE(Validate(t).ok()) << Validate(t);
+  EXPECT_EQ(gpu->Supports(t).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(gpu->Run(t, *stream, nullptr).code(), absl::StatusCode::kUnimplemented);
 
   q.granularity = QuantGranularity::k1x128;
   q.scales = MakeTensor(scales->data(), DType::kF32, {256, 2}, 2, kGpu);

@@ -1,0 +1,266 @@
+// Quantize (every variant the CUDA backend runs) and pad/unpad on the CUDA backend, bf16 inputs from 8192x4096 to
+// 32768x7168, against a cudaMemcpy device-to-device copy measured in the same process. Bandwidth
+// counts bytes read + bytes written, for the kernels and the copy alike. Prints one JSON document
+// (and writes it to argv[1] when given).
+//
+//   quant_pad_bench [OUT.json] [--quick]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kerneld/kernels/backend.h"
+#include "kerneld/kernels/ops.h"
+#include "kerneld/kernels/registry.h"
+
+namespace kd {
+namespace {
+
+#define BENCH_CHECK(expr)                                                          \
+  do {                                                                             \
+    const cudaError_t e_ = (expr);                                                 \
+    if (e_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));            \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+const DeviceLoc kGpu{BackendKind::kCuda, 0};
+constexpr int kWarmup = 3;
+
+Tensor Make(void* data, DType dtype, int64_t rows, int64_t cols) {
+  Tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = cols > 0 ? 2 : 1;
+  t.shape[0] = rows;
+  if (cols > 0) {
+    t.shape[1] = cols;
+    t.strides[0] = cols;
+    t.strides[1] = 1;
+  } else {
+    t.strides[0] = 1;
+  }
+  t.loc = kGpu;
+  return t;
+}
+
+// Median milliseconds of `fn` enqueued on `stream`, each repetition timed by its own events.
+double MedianMs(cudaStream_t stream, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < kWarmup; ++i) fn();
+  std::vector<cudaEvent_t> events(2 * reps);
+  for (auto& e : events) BENCH_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CHECK(cudaEventRecord(events[2 * i], stream));
+    fn();
+    BENCH_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+  }
+  BENCH_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    float t = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&t, events[2 * i], events[2 * i + 1]));
+    ms[i] = t;
+  }
+  for (auto& e : events) cudaEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
+struct Result {
+  std::string op, variant;
+  int64_t m, k;
+  double ms, bytes, copy_same_gbps;
+};
+
+}  // namespace
+}  // namespace kd
+
+int main(int argc, char** argv) {
+  using namespace kd;
+  std::string out_path;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else out_path = argv[i];
+  }
+  auto gpu = CreateCudaBackend(0);
+  if (gpu == nullptr) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 1;
+  }
+  auto stream_or = gpu->CreateStream(0);
+  Stream& stream = **stream_or;
+  cudaStream_t raw_stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&raw_stream, cudaStreamNonBlocking));
+  const int reps = quick ? 5 : 20;
+
+  // The peer: a large device-to-device copy (1 GiB each way), and per shape a copy of the input.
+  const size_t big = size_t{1} << 30;
+  void *copy_src = nullptr, *copy_dst = nullptr;
+  BENCH_CHECK(cudaMalloc(&copy_src, big));
+  BENCH_CHECK(cudaMalloc(&copy_dst, big));
+  BENCH_CHECK(cudaMemset(copy_src, 0x3c, big));
+  auto copy_gbps = [&](size_t bytes) {
+    const double ms = MedianMs(raw_stream, reps, [&] {
+      BENCH_CHECK(cudaMemcpyAsync(copy_dst, copy_src, bytes, cudaMemcpyDeviceToDevice, raw_stream));
+    });
+    return 2.0 * bytes / (ms * 1e-3) / 1e9;
+  };
+  const double copy_big_gbps = copy_gbps(big);
+
+  std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {8192, 4096}, {8192, 7168}, {16384, 7168}, {32768, 7168}};
+  if (quick) shapes = {{8192, 4096}};
+  std::vector<Result> results;
+  std::mt19937_64 rng(5);
+  for (auto [m, k] : shapes) {
+    const size_t in_bytes = m * k * 2;
+    const double copy_same = copy_gbps(in_bytes);
+    auto input = gpu->Allocate(0, in_bytes).value();
+    {
+      // Random finite bf16 values (never time on zeros).
+      std::vector<uint16_t> host(m * k);
+      for (auto& v : host) v = static_cast<uint16_t>((rng() & 0x807F) | ((100 + rng() % 40) << 7));
+      BENCH_CHECK(cudaMemcpy(input->data(), host.data(), in_bytes, cudaMemcpyHostToDevice));
+    }
+    auto output = gpu->Allocate(0, m * k).value();
+    auto scales = gpu->Allocate(0, m * (k / 128) * 4).value();
+    struct Variant {
+      const char* name;
+      QuantGranularity g;
+      bool transpose, kbm, pow2;
+      DType out;
+    };
+    const Variant variants[] = {
+        {"1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN},
+        {"1x128_kblock_major", QuantGranularity::k1x128, false, true, false, DType::kE4M3FN},
+        {"1x128_pow2", QuantGranularity::k1x128, false, false, true, DType::kE4M3FN},
+        {"1x128_e5m2", QuantGranularity::k1x128, false, false, false, DType::kE5M2},
+        {"1x128_e4m3fnuz", QuantGranularity::k1x128, false, false, false, DType::kE4M3FNUZ},
+        {"128x128", QuantGranularity::k128x128, false, false, false, DType::kE4M3FN},
+    };
+    for (const Variant& v : variants) {
+      QuantizeArgs q;
+      q.input = Make(input->data(), DType::kBF16, m, k);
+      q.output = v.transpose ? Make(output->data(), v.out, k, m) : Make(output->data(), v.out, m, k);
+      const bool tile = v.g == QuantGranularity::k128x128;
+      const int64_t s_rows = tile ? (m + 127) / 128 : (v.kbm ? k / 128 : m);
+      const int64_t s_cols = tile ? k / 128 : (v.kbm ? m : k / 128);
+      q.scales = Make(scales->data(), DType::kF32, s_rows, s_cols);
+      q.granularity = v.g;
+      q.transpose_output = v.transpose;
+      q.scale_layout = v.kbm ? ScaleLayout::kKBlockMajor : ScaleLayout::kRowMajor;
+      q.scale_format = v.pow2 ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+      const Op op(q);
+      absl::Status st = Validate(op);
+      if (!st.ok()) {
+        std::fprintf(stderr, "%s: %s\n", v.name, st.ToString().c_str());
+        return 1;
+      }
+      auto* cs = &stream;
+      for (int i = 0; i < kWarmup; ++i) (void)gpu->Run(op, *cs, nullptr);
+      (void)gpu->Synchronize(*cs);
+      std::vector<double> per;
+      for (int i = 0; i < reps; ++i) {
+        std::atomic<double> kernel_s{-1};
+        st = gpu->Run(op, *cs, [&](double s) { kernel_s.store(s); });
+        if (st.ok()) st = gpu->Synchronize(*cs);
+        if (!st.ok()) {
+          std::fprintf(stderr, "%s: %s\n", v.name, st.ToString().c_str());
+          return 1;
+        }
+        while (kernel_s.load() < 0) {
+        }
+        per.push_back(kernel_s.load() * 1e3);
+      }
+      std::sort(per.begin(), per.end());
+      const double bytes = static_cast<double>(m * k * 2 + m * k) + 4.0 * s_rows * s_cols;
+      results.push_back({"quantize", v.name, m, k, per[reps / 2], bytes, copy_same});
+    }
+    // Pad / unpad with 8 and 64 groups of random sizes, alignment 128.
+    for (int64_t groups : {int64_t{8}, int64_t{64}}) {
+      std::vector<int32_t> ends(groups);
+      for (int64_t g = 0; g + 1 < groups; ++g) ends[g] = static_cast<int32_t>(rng() % (m + 1));
+      std::sort(ends.begin(), ends.end() - 1);
+      ends[groups - 1] = static_cast<int32_t>(m);
+      const int64_t padded_rows = m + groups * 127;
+      auto d_ends = gpu->Allocate(0, groups * 4).value();
+      auto d_pends = gpu->Allocate(0, groups * 4).value();
+      auto padded = gpu->Allocate(0, padded_rows * k * 2).value();
+      auto back = gpu->Allocate(0, m * k * 2).value();
+      BENCH_CHECK(cudaMemcpy(d_ends->data(), ends.data(), groups * 4, cudaMemcpyHostToDevice));
+      PadArgs p;
+      p.input = Make(input->data(), DType::kBF16, m, k);
+      p.group_ends = Make(d_ends->data(), DType::kI32, groups, 0);
+      p.output = Make(padded->data(), DType::kBF16, padded_rows, k);
+      p.padded_group_ends = Make(d_pends->data(), DType::kI32, groups, 0);
+      p.alignment = 128;
+      UnpadArgs u;
+      u.input = Make(padded->data(), DType::kBF16, padded_rows, k);
+      u.group_ends = p.group_ends;
+      u.output = Make(back->data(), DType::kBF16, m, k);
+      u.alignment = 128;
+      const std::string suffix = "_g" + std::to_string(groups) + "_a128";
+      for (int which = 0; which < 2; ++which) {
+        const Op op = which == 0 ? Op(p) : Op(u);
+        std::vector<double> per;
+        for (int i = 0; i < kWarmup; ++i) (void)gpu->Run(op, stream, nullptr);
+        (void)gpu->Synchronize(stream);
+        for (int i = 0; i < reps; ++i) {
+          std::atomic<double> kernel_s{-1};
+          absl::Status st = gpu->Run(op, stream, [&](double s) { kernel_s.store(s); });
+          if (st.ok()) st = gpu->Synchronize(stream);
+          if (!st.ok()) {
+            std::fprintf(stderr, "pad: %s\n", st.ToString().c_str());
+            return 1;
+          }
+          while (kernel_s.load() < 0) {
+          }
+          per.push_back(kernel_s.load() * 1e3);
+        }
+        std::sort(per.begin(), per.end());
+        // Pad reads the input rows and writes every output row; unpad reads and writes m rows.
+        const double bytes = which == 0 ? 2.0 * k * (m + padded_rows) : 4.0 * k * m;
+        results.push_back({which == 0 ? "pad" : "unpad", "bf16" + suffix, m, k, per[reps / 2],
+                           bytes, copy_same});
+      }
+    }
+  }
+
+  std::ostringstream json;
+  const DeviceProperties props = gpu->Properties(0);
+  json << "{\n  \"device\": \"" << props.name << "\",\n  \"copy_1gib_gbps\": " << copy_big_gbps
+       << ",\n  \"timing\": \"median of " << reps
+       << " runs, CUDA events around each op (the backend's KernelTimingFn)\",\n"
+       << "  \"results\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const double gbps = r.bytes / (r.ms * 1e-3) / 1e9;
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "    {\"op\": \"%s\", \"variant\": \"%s\", \"m\": %lld, \"k\": %lld, "
+                  "\"us\": %.1f, \"gbps\": %.0f, \"copy_same_size_gbps\": %.0f, "
+                  "\"ratio_to_copy_1gib\": %.3f, \"ratio_to_copy_same_size\": %.3f}%s\n",
+                  r.op.c_str(), r.variant.c_str(), static_cast<long long>(r.m),
+                  static_cast<long long>(r.k), r.ms * 1e3, gbps, r.copy_same_gbps,
+                  gbps / copy_big_gbps, gbps / r.copy_same_gbps,
+                  i + 1 < results.size() ? "," : "");
+    json << line;
+  }
+  json << "  ]\n}\n";
+  std::fputs(json.str().c_str(), stdout);
+  if (!out_path.empty()) std::ofstream(out_path) << json.str();
+  cudaFree(copy_src);
+  cudaFree(copy_dst);
+  cudaStreamDestroy(raw_stream);
+  return 0;
+}

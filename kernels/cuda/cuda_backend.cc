@@ -1,0 +1,498 @@
+// The CUDA backend: a memory pool per GPU, CUDA IPC import/export, non-blocking streams, IPC
+// events, and the quantize/pad kernels of cuda_kernels.h, every launch asynchronous. It is built
+// with the static CUDA runtime and never links libcuda, so CreateCudaBackend simply returns
+// nullptr on a machine without a driver or device.
+//
+// How an error found on the device surfaces: pad/unpad check group ends on the device (the host
+// never reads them). A violation is written to a host-mapped record of the stream, and the next
+// Synchronize of that stream returns INVALID_ARGUMENT naming the group ("group_ends[3]=10 is
+// less than group_ends[2]=12; ..."), then clears the record. A SYNC op (Run, then Synchronize)
+// therefore fails with that error; an ASYNC op's violation is reported by the stream's next
+// Synchronize. The op that found it writes no output rows.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "kerneld/kernels/registry.h"
+#include "kerneld/kernels/status_macros.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_pool.h"
+#include "kernels/cuda/ipc_mappings.h"
+#include "kernels/cuda/kernel_timer.h"
+
+namespace kd {
+namespace {
+
+using cuda::DeviceErrorRecord;
+
+// Pool memory handed to a caller; returns to its pool when destroyed.
+class PoolRegion : public Region {
+ public:
+  PoolRegion(DevicePool* pool, DevicePool::Block block, uint64_t size, int device)
+      : pool_(pool), block_(block), size_(size), device_(device) {}
+  ~PoolRegion() override { pool_->Release(block_); }
+  void* data() const override { return block_.ptr; }
+  uint64_t size() const override { return size_; }
+  DeviceLoc loc() const override { return {BackendKind::kCuda, device_}; }
+  bool owned() const override { return true; }
+
+ private:
+  DevicePool* pool_;
+  DevicePool::Block block_;
+  uint64_t size_;
+  int device_;
+};
+
+// A span of a client's allocation reached through an IPC mapping; closes its share of the
+// mapping when destroyed.
+class IpcRegion : public Region {
+ public:
+  IpcRegion(IpcMappings* mappings, std::string handle, void* data, uint64_t size, int device)
+      : mappings_(mappings), handle_(std::move(handle)), data_(data), size_(size),
+        device_(device) {}
+  ~IpcRegion() override { mappings_->Close(device_, handle_); }
+  void* data() const override { return data_; }
+  uint64_t size() const override { return size_; }
+  DeviceLoc loc() const override { return {BackendKind::kCuda, device_}; }
+  bool owned() const override { return false; }
+
+ private:
+  IpcMappings* mappings_;
+  std::string handle_;
+  void* data_;
+  uint64_t size_;
+  int device_;
+};
+
+// Host-mapped DeviceErrorRecords, carved from pinned slabs so that creating a stream does not
+// allocate pinned memory (cudaHostAlloc/cudaFreeHost may synchronize the device).
+class ErrorRecordSlabs {
+ public:
+  ~ErrorRecordSlabs() {
+    absl::MutexLock lock(&mu_);
+    for (void* slab : slabs_) cudaFreeHost(slab);
+  }
+  absl::StatusOr<DeviceErrorRecord*> Take() {
+    absl::MutexLock lock(&mu_);
+    if (free_.empty()) {
+      void* slab = nullptr;
+      KD_GPU_RETURN_IF_ERROR(
+          cudaHostAlloc(&slab, kSlabRecords * sizeof(DeviceErrorRecord),
+                        cudaHostAllocMapped | cudaHostAllocPortable));
+      slabs_.push_back(slab);
+      auto* records = static_cast<DeviceErrorRecord*>(slab);
+      for (int i = 0; i < kSlabRecords; ++i) free_.push_back(&records[i]);
+    }
+    DeviceErrorRecord* record = free_.back();
+    free_.pop_back();
+    std::memset(record, 0, sizeof(*record));
+    return record;
+  }
+  void Give(DeviceErrorRecord* record) {
+    absl::MutexLock lock(&mu_);
+    free_.push_back(record);
+  }
+
+ private:
+  static constexpr int kSlabRecords = 256;
+  absl::Mutex mu_;
+  std::vector<void*> slabs_ ABSL_GUARDED_BY(mu_);
+  std::vector<DeviceErrorRecord*> free_ ABSL_GUARDED_BY(mu_);
+};
+
+class CudaStream : public Stream {
+ public:
+  CudaStream(int device, cudaStream_t stream, DeviceErrorRecord* error, ErrorRecordSlabs* slabs)
+      : device_(device), stream_(stream), error_(error), slabs_(slabs) {}
+  ~CudaStream() override {
+    cudaSetDevice(device_);
+    if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
+    // The record is host memory a queued kernel may still write: wait for the stream first.
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+    slabs_->Give(error_);
+  }
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  DeviceErrorRecord* error() const { return error_; }
+  absl::Mutex& mu() { return mu_; }
+
+  // Stream-ordered scratch of at least `bytes`, grown with cudaMallocAsync (no host sync).
+  absl::StatusOr<void*> Scratch(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (bytes <= scratch_bytes_) return scratch_;
+    if (scratch_ != nullptr) KD_GPU_RETURN_IF_ERROR(cudaFreeAsync(scratch_, stream_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    const uint64_t size = std::max<uint64_t>(bytes, 4096);
+    KD_GPU_RETURN_IF_ERROR(cudaMallocAsync(&scratch_, size, stream_));
+    scratch_bytes_ = size;
+    return scratch_;
+  }
+
+ private:
+  const int device_;
+  const cudaStream_t stream_;
+  DeviceErrorRecord* const error_;
+  ErrorRecordSlabs* const slabs_;
+  absl::Mutex mu_;
+  void* scratch_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class CudaEvent : public Event {
+ public:
+  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  ~CudaEvent() override {
+    cudaSetDevice(device_);
+    cudaEventDestroy(event_);
+  }
+  int device() const { return device_; }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  int device_;
+  cudaEvent_t event_;
+};
+
+cuda::InputType InputTypeOf(DType d) {
+  switch (d) {
+    case DType::kF32: return cuda::InputType::kF32;
+    case DType::kF16: return cuda::InputType::kF16;
+    default: return cuda::InputType::kBF16;
+  }
+}
+
+cuda::Fp8Format FormatOf(DType d) {
+  switch (d) {
+    case DType::kE4M3FNUZ: return cuda::Fp8Format::kE4M3FNUZ;
+    case DType::kE5M2: return cuda::Fp8Format::kE5M2;
+    default: return cuda::Fp8Format::kE4M3FN;
+  }
+}
+
+// The message of a violation a kernel recorded, in the words of kd::CheckGroupEnds.
+absl::Status DeviceErrorStatus(const DeviceErrorRecord& r) {
+  const absl::string_view op = r.op == 0 ? "pad" : "unpad";
+  switch (r.code) {
+    case DeviceErrorRecord::kGroupEndDecreasing:
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": group_ends[", r.group, "]=", r.value, " is less than ",
+          r.group == 0 ? "0" : absl::StrCat("group_ends[", r.group - 1, "]=", r.bound),
+          "; group ends must be non-decreasing and non-negative"));
+    case DeviceErrorRecord::kGroupEndTotal:
+      return absl::InvalidArgumentError(absl::StrCat(op, ": group_ends[", r.group, "]=", r.value,
+                                                     " must equal the row count ", r.bound));
+    case DeviceErrorRecord::kPaddedRowsExceed:
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": input.shape[0]=", r.bound, " is less than the padded row count ",
+                       r.value, " that group_ends and alignment give"));
+    default:
+      return absl::InternalError(absl::StrCat(op, ": unknown device error code ", r.code));
+  }
+}
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(int device_count, uint64_t pool_cap_bytes)
+      : device_count_(device_count), mappings_(device_count), timer_(device_count) {
+    for (int d = 0; d < device_count; ++d) {
+      pools_.push_back(std::make_unique<DevicePool>(d, pool_cap_bytes));
+      cudaDeviceProp prop;
+      DeviceProperties p;
+      if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
+        p.name = prop.name;
+        p.arch = absl::StrCat("sm_", prop.major * 10 + prop.minor);
+        p.memory_total = prop.totalGlobalMem;
+      }
+      properties_.push_back(p);
+    }
+  }
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  int DeviceCount() const override { return device_count_; }
+  DeviceProperties Properties(int device) const override {
+    if (device < 0 || device >= device_count_) return DeviceProperties{};
+    return properties_[device];
+  }
+  MemoryStats Memory(int device) const override {
+    MemoryStats s;
+    if (device < 0 || device >= device_count_) return s;
+    s.used = pools_[device]->used();
+    s.pooled = pools_[device]->pooled();
+    s.imported = mappings_.mapped_bytes(device);
+    return s;
+  }
+  bool Healthy() const override { return healthy_.load(); }
+
+  absl::StatusOr<std::unique_ptr<Region>> Allocate(int device, uint64_t bytes) override {
+    KD_RETURN_IF_ERROR(CheckDevice(device));
+    if (bytes == 0) return absl::InvalidArgumentError("size=0 must be > 0");
+    KD_ASSIGN_OR_RETURN(DevicePool::Block block, pools_[device]->Acquire(bytes));
+    return std::unique_ptr<Region>(new PoolRegion(pools_[device].get(), block, bytes, device));
+  }
+
+  absl::StatusOr<MemoryHandle> Export(const Region& region) override {
+    const auto* pool_region = dynamic_cast<const PoolRegion*>(&region);
+    if (pool_region == nullptr) {
+      return absl::InvalidArgumentError("only memory this backend allocated can be exported");
+    }
+    const int device = pool_region->loc().device;
+    KD_ASSIGN_OR_RETURN(cudaIpcMemHandle_t handle, pools_[device]->Export(pool_region->data()));
+    MemoryHandle h;
+    h.ipc_handle.assign(reinterpret_cast<const char*>(&handle), sizeof(handle));
+    h.offset = 0;  // every pool region is the start of its own allocation
+    h.size = pool_region->size();
+    h.device = device;
+    return h;
+  }
+
+  absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) override {
+    KD_RETURN_IF_ERROR(CheckDevice(handle.device));
+    if (handle.ipc_handle.empty()) {
+      return absl::InvalidArgumentError("ipc_handle is required on the cuda backend");
+    }
+    if (handle.size == 0) return absl::InvalidArgumentError("size=0 must be > 0");
+    for (const auto& pool : pools_) {
+      if (pool->Exported(handle.ipc_handle)) {
+        return absl::InvalidArgumentError(
+            "ipc_handle names memory of the daemon's own pool; use that buffer directly");
+      }
+    }
+    KD_ASSIGN_OR_RETURN(void* data, mappings_.Open(handle.device, handle.ipc_handle,
+                                                   handle.offset, handle.size));
+    return std::unique_ptr<Region>(
+        new IpcRegion(&mappings_, handle.ipc_handle, data, handle.size, handle.device));
+  }
+
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override {
+    KD_RETURN_IF_ERROR(CheckDevice(device));
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
+    KD_ASSIGN_OR_RETURN(DeviceErrorRecord* record, error_slabs_.Take());
+    cudaStream_t stream = nullptr;
+    const cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+      error_slabs_.Give(record);
+      return CudaStatus(err, "cudaStreamCreateWithFlags");
+    }
+    return std::unique_ptr<Stream>(new CudaStream(device, stream, record, &error_slabs_));
+  }
+
+  absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device,
+                                                   absl::string_view handle) override {
+    KD_RETURN_IF_ERROR(CheckDevice(device));
+    if (handle.size() != sizeof(cudaIpcEventHandle_t)) {
+      return absl::InvalidArgumentError(absl::StrCat("event handle has ", handle.size(),
+                                                     " bytes; a cudaIpcEventHandle_t has ",
+                                                     sizeof(cudaIpcEventHandle_t)));
+    }
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
+    cudaIpcEventHandle_t h;
+    std::memcpy(&h, handle.data(), sizeof(h));
+    cudaEvent_t event = nullptr;
+    const cudaError_t err = cudaIpcOpenEventHandle(&event, h);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "event handle cannot be opened on cuda:", device, ": ", cudaGetErrorName(err),
+          "; it must come from cudaIpcGetEventHandle of an event created with "
+          "cudaEventInterprocess | cudaEventDisableTiming in another process"));
+    }
+    return std::unique_ptr<Event>(new CudaEvent(device, event));
+  }
+
+  absl::Status StreamWaitEvent(Stream& stream, Event& event) override {
+    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    auto* e = dynamic_cast<CudaEvent*>(&event);
+    if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
+    return Check(cudaStreamWaitEvent(s->stream(), e->event(), 0), "cudaStreamWaitEvent");
+  }
+
+  absl::Status RecordEvent(Stream& stream, Event& event) override {
+    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    auto* e = dynamic_cast<CudaEvent*>(&event);
+    if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
+    if (e->device() != s->device()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the event is on cuda:", e->device(), " but the stream is on cuda:", s->device()));
+    }
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
+    return Check(cudaEventRecord(e->event(), s->stream()), "cudaEventRecord");
+  }
+
+  absl::Status Synchronize(Stream& stream) override {
+    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
+    KD_RETURN_IF_ERROR(Check(cudaStreamSynchronize(s->stream()), "cudaStreamSynchronize"));
+    volatile DeviceErrorRecord* record = s->error();
+    if (record->code == DeviceErrorRecord::kNone) return absl::OkStatus();
+    DeviceErrorRecord copy;
+    copy.code = record->code;
+    copy.op = record->op;
+    copy.group = record->group;
+    copy.value = record->value;
+    copy.bound = record->bound;
+    record->code = DeviceErrorRecord::kNone;
+    return DeviceErrorStatus(copy);
+  }
+
+  absl::Status Supports(const Op& op) const override {
+    if (auto* q = std::get_if<QuantizeArgs>(&op)) {
+      if (q->granularity != QuantGranularity::k1x128 &&
+          q->granularity != QuantGranularity::k128x128) {
+        return absl::UnimplementedError(absl::StrCat("quantize granularity ",
+                                                     GranularityName(q->granularity),
+                                                     " is not implemented on the cuda backend"));
+      }
+      if (q->output_t.present()) {
+        return absl::UnimplementedError(
+            "the fused dual quantize pass is not implemented on the cuda backend");
+      }
+      if (q->transpose_output) {
+        return absl::UnimplementedError(absl::StrCat(
+            "transpose_output (blocks of Xᵀ) is not implemented for quantize granularity ",
+            GranularityName(q->granularity), " on the cuda backend"));
+      }
+      return absl::OkStatus();
+    }
+    if (std::holds_alternative<GemmArgs>(op)) {
+      return absl::UnimplementedError("gemm is not implemented on the cuda backend yet");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(const Op& op, Stream& stream, KernelTimingFn on_timed) override {
+    if (!healthy_.load()) {
+      return absl::UnavailableError("the cuda backend saw a sticky device error and is unhealthy");
+    }
+    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    KD_RETURN_IF_ERROR(Supports(op));
+    KD_RETURN_IF_ERROR(Validate(op));
+    for (const NamedTensor& t : OpTensors(op)) {
+      if (t.tensor->loc != DeviceLoc{BackendKind::kCuda, s->device()}) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            t.field, " is on ", BackendName(t.tensor->loc.kind), ":", t.tensor->loc.device,
+            " but the stream is on cuda:", s->device()));
+      }
+    }
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
+    absl::MutexLock lock(&s->mu());
+    KernelTimer::Span span;
+    if (on_timed) {
+      KD_ASSIGN_OR_RETURN(span, timer_.Begin(s->device(), s->stream()));
+    }
+    const absl::Status launched = Launch(op, *s);
+    if (!launched.ok()) {
+      if (on_timed) timer_.Abandon(span);
+      return launched;
+    }
+    if (on_timed) return timer_.End(span, s->stream(), std::move(on_timed));
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status CheckDevice(int device) const {
+    if (device < 0 || device >= device_count_) {
+      return absl::InvalidArgumentError(absl::StrCat("device=", device, " does not exist on the ",
+                                                     "cuda backend (", device_count_,
+                                                     " devices)"));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<CudaStream*> AsCuda(Stream& stream) {
+    auto* s = dynamic_cast<CudaStream*>(&stream);
+    if (s == nullptr) return absl::InvalidArgumentError("the stream is not a cuda stream");
+    return s;
+  }
+
+  // A Status for `err`; a sticky error marks the backend unhealthy.
+  absl::Status Check(cudaError_t err, absl::string_view what) {
+    if (err == cudaSuccess) return absl::OkStatus();
+    if (IsStickyCudaError(err)) healthy_.store(false);
+    else cudaGetLastError();
+    return CudaStatus(err, what);
+  }
+
+  absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    if (auto* q = std::get_if<QuantizeArgs>(&op)) {
+      cuda::QuantizeParams p;
+      p.input = q->input.data;
+      p.input_stride = q->input.strides[0];
+      p.input_type = InputTypeOf(q->input.dtype);
+      p.output = q->output.as<uint8_t>();
+      p.output_stride = q->output.strides[0];
+      p.format = FormatOf(q->output.dtype);
+      p.scales = q->scales.as<float>();
+      p.scales_stride = q->scales.strides[0];
+      p.m = q->input.shape[0];
+      p.k = q->input.shape[1];
+      p.tile_128x128 = q->granularity == QuantGranularity::k128x128;
+      p.k_block_major_scales = q->scale_layout == ScaleLayout::kKBlockMajor;
+      p.pow2_scales = q->scale_format == ScaleFormat::kPow2;
+      p.eps = q->eps;
+      return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
+    }
+    const bool unpad = std::holds_alternative<UnpadArgs>(op);
+    if (std::holds_alternative<PadArgs>(op) || unpad) {
+      const Tensor& input = unpad ? std::get<UnpadArgs>(op).input : std::get<PadArgs>(op).input;
+      const Tensor& output =
+          unpad ? std::get<UnpadArgs>(op).output : std::get<PadArgs>(op).output;
+      const Tensor& ends =
+          unpad ? std::get<UnpadArgs>(op).group_ends : std::get<PadArgs>(op).group_ends;
+      const int64_t esize = static_cast<int64_t>(DTypeSize(input.dtype));
+      cuda::PadParams p;
+      p.input = input.data;
+      p.input_stride_bytes = input.strides[0] * esize;
+      p.output = output.data;
+      p.output_stride_bytes = output.strides[0] * esize;
+      p.in_rows = input.shape[0];
+      p.out_rows = output.shape[0];
+      p.row_bytes = input.shape[1] * esize;
+      p.group_ends = ends.data;
+      p.group_ends_stride = ends.strides[0];
+      p.group_ends_i64 = ends.dtype == DType::kI64;
+      p.groups = ends.shape[0];
+      p.alignment = unpad ? std::get<UnpadArgs>(op).alignment : std::get<PadArgs>(op).alignment;
+      if (!unpad) {
+        const Tensor& padded = std::get<PadArgs>(op).padded_group_ends;
+        p.padded_group_ends = padded.as<int32_t>();
+        p.padded_group_ends_stride = padded.strides[0];
+      }
+      KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
+      p.error = s.error();
+      return Check(unpad ? cuda::LaunchUnpad(p, s.stream()) : cuda::LaunchPad(p, s.stream()),
+                   unpad ? "unpad launch" : "pad launch");
+    }
+    return Supports(op);
+  }
+
+  const int device_count_;
+  std::vector<std::unique_ptr<DevicePool>> pools_;
+  std::vector<DeviceProperties> properties_;
+  IpcMappings mappings_;
+  ErrorRecordSlabs error_slabs_;
+  KernelTimer timer_;
+  std::atomic<bool> healthy_{true};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= 0) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return std::make_unique<CudaBackend>(count, pool_cap_bytes);
+}
+
+}  // namespace kd

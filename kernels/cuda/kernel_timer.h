@@ -1,0 +1,60 @@
+// Kernel times from CUDA events, read without stalling any stream: Begin records a start event
+// on the stream before an op's kernels, End a stop event after them, and a poller thread
+// delivers the elapsed time to the op's callback once the stop event completed. Events are
+// recycled. Thread-safe.
+#ifndef KERNELD_KERNELS_CUDA_KERNEL_TIMER_H_
+#define KERNELD_KERNELS_CUDA_KERNEL_TIMER_H_
+
+#include <cuda_runtime_api.h>
+
+#include <list>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kerneld/kernels/backend.h"
+
+namespace kd {
+
+class KernelTimer {
+ public:
+  struct Span {
+    int device = 0;
+    cudaEvent_t start = nullptr;
+    cudaEvent_t stop = nullptr;
+  };
+
+  explicit KernelTimer(int device_count);
+  // Waits for the spans still in flight, delivers their times, and destroys every event.
+  ~KernelTimer();
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+
+  // Records a start event on `stream` (of `device`, which is current on the calling thread).
+  absl::StatusOr<Span> Begin(int device, cudaStream_t stream);
+  // Records the stop event; `fn` gets the seconds between the two once the stop completed.
+  absl::Status End(const Span& span, cudaStream_t stream, KernelTimingFn fn);
+  // Gives the events of a span back without timing it (the op failed to launch).
+  void Abandon(const Span& span);
+
+ private:
+  struct Pending {
+    Span span;
+    KernelTimingFn fn;
+  };
+  void Poll();
+  absl::StatusOr<cudaEvent_t> TakeEvent(int device);
+  void RecycleLocked(const Span& span) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  std::vector<std::vector<cudaEvent_t>> free_events_ ABSL_GUARDED_BY(mu_);  // per device
+  std::list<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread poller_;
+};
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_CUDA_KERNEL_TIMER_H_

@@ -1,0 +1,12 @@
+// The blockwise quantizer instantiated for e5m2 outputs (one file per format: parallel builds).
+#include "kernels/cuda/quantize_kernels.cuh"
+
+namespace kd {
+namespace cuda {
+namespace quant {
+
+template cudaError_t LaunchQuantizeFormat<fp8::E5M2>(const QuantizeParams&, cudaStream_t);
+
+}  // namespace quant
+}  // namespace cuda
+}  // namespace kd

@@ -1,0 +1,359 @@
+// Every op the CUDA backend runs, against the CPU backend (the reference), bit for bit: the
+// outputs of both start from the same poison, so an element one backend writes and the other
+// does not shows up too.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kerneld/kernels/ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace kd {
+namespace {
+
+using testing::MakeTensor;
+
+constexpr uint8_t kPoison = 0xA5;
+const DeviceLoc kCpu{BackendKind::kCpu, 0};
+const DeviceLoc kGpu{BackendKind::kCuda, 0};
+
+// Device memory from the backend's pool, filled from / read back to host vectors.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Backend& backend, const std::vector<uint8_t>& host) {
+    auto region = backend.Allocate(0, std::max<size_t>(host.size(), 1));
+    EXPECT_TRUE(region.ok()) << region.status();
+    region_ = std::move(region).value();
+    EXPECT_EQ(cudaMemcpy(region_->data(), host.data(), host.size(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  void* data() const { return region_->data(); }
+  std::vector<uint8_t> Read(size_t bytes) const {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), bytes, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<Region> region_;
+};
+
+// Random input bits: per row a magnitude, per 128-element block sometimes a special case (NaN
+// of either sign, Inf, all zeros, subnormal-only, negative zeros).
+std::vector<uint8_t> RandomInput(DType dtype, int64_t rows, int64_t stride, std::mt19937_64& rng) {
+  const size_t esize = DTypeSize(dtype);
+  std::vector<uint8_t> out(rows * stride * esize);
+  std::uniform_int_distribution<uint64_t> bits;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int row_exp_shift = static_cast<int>(bits(rng) % 60) - 30;
+    int special = 0;
+    for (int64_t c = 0; c < stride; ++c) {
+      if (c % 128 == 0) special = static_cast<int>(bits(rng) % 40);
+      const uint64_t x = bits(rng);
+      const uint32_t sign = x & 1;
+      int exp_drop = static_cast<int>((x >> 1) % 8);
+      uint64_t man = x >> 8;
+      uint32_t value = 0;
+      if (dtype == DType::kF32) {
+        int e = 127 + row_exp_shift - exp_drop;
+        if (special == 3) e = 0;  // subnormal
+        value = (sign << 31) | (static_cast<uint32_t>(std::clamp(e, 0, 254)) << 23) |
+                static_cast<uint32_t>(man & 0x7FFFFF);
+        if (special == 1 && c % 128 == 77) value = (sign << 31) | 0x7FC00000u;
+        if (special == 2 && c % 128 == 5) value = (sign << 31) | 0x7F800000u;
+        if (special == 4) value = 0;
+        if (special == 5) value = 0x80000000u;
+        std::memcpy(&out[(r * stride + c) * 4], &value, 4);
+      } else if (dtype == DType::kBF16) {
+        int e = 127 + row_exp_shift - exp_drop;
+        if (special == 3) e = 0;
+        value = (sign << 15) | (static_cast<uint32_t>(std::clamp(e, 0, 254)) << 7) |
+                static_cast<uint32_t>(man & 0x7F);
+        if (special == 1 && c % 128 == 77) value = (sign << 15) | 0x7FC0u;
+        if (special == 2 && c % 128 == 5) value = (sign << 15) | 0x7F80u;
+        if (special == 4) value = 0;
+        if (special == 5) value = 0x8000u;
+        const uint16_t v16 = static_cast<uint16_t>(value);
+        std::memcpy(&out[(r * stride + c) * 2], &v16, 2);
+      } else {
+        int e = 15 + row_exp_shift / 4 - exp_drop;
+        if (special == 3) e = 0;
+        value = (sign << 15) | (static_cast<uint32_t>(std::clamp(e, 0, 30)) << 10) |
+                static_cast<uint32_t>(man & 0x3FF);
+        if (special == 1 && c % 128 == 77) value = (sign << 15) | 0x7E00u;
+        if (special == 2 && c % 128 == 5) value = (sign << 15) | 0x7C00u;
+        if (special == 4) value = 0;
+        if (special == 5) value = 0x8000u;
+        const uint16_t v16 = static_cast<uint16_t>(value);
+        std::memcpy(&out[(r * stride + c) * 2], &v16, 2);
+      }
+    }
+  }
+  return out;
+}
+
+struct QuantCase {
+  int64_t m, k, in_pad, out_pad, scale_pad;
+};
+
+// Every variant the CUDA backend supports: 1x128 (row-major and K-block-major scales) and 128x128
+// blocks of Y = X, fp32 and pow2 scales, three input and three output types, strided and
+// unaligned rows. Transposed outputs are refused (UnsupportedOpsAndForeignTensorsAreRefused).
+TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(2);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(1234);
+  const QuantCase cases[] = {
+      {300, 384, 0, 0, 0}, {128, 128, 8, 16, 1}, {1, 256, 0, 0, 0},
+      {257, 512, 1, 3, 2}, {1000, 1024, 0, 0, 0}};
+  const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
+  const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
+  int runs = 0;
+  for (const QuantCase& qc : cases) {
+    for (DType in_type : inputs) {
+      const int64_t in_stride = qc.k + qc.in_pad;
+      const std::vector<uint8_t> input = RandomInput(in_type, qc.m, in_stride, rng);
+      DeviceBuffer d_input(*gpu, input);
+      for (DType out_type : outputs) {
+        for (int variant = 0; variant < 3; ++variant) {
+          {
+            const bool transpose = false;  // Y = Xᵀ is refused by the cuda backend for now
+            for (bool pow2 : {false, true}) {
+              const bool tile = variant == 2;
+              const bool kbm = variant == 1;
+              const std::string what = absl::StrCat(
+                  DTypeName(in_type), ">", DTypeName(out_type), " ", qc.m, "x", qc.k,
+                  " in_pad=", qc.in_pad, " out_pad=", qc.out_pad, tile ? " 128x128" : " 1x128",
+                  kbm ? " k-block-major" : "", transpose ? " transposed" : "",
+                  pow2 ? " pow2" : "");
+              SCOPED_TRACE(what);
+              const int64_t out_rows = transpose ? qc.k : qc.m;
+              const int64_t out_cols = transpose ? qc.m : qc.k;
+              const int64_t out_stride = out_cols + qc.out_pad;
+              int64_t s_rows = qc.m, s_cols = qc.k / 128;
+              if (tile) s_rows = (qc.m + 127) / 128;
+              if (kbm) std::swap(s_rows, s_cols);
+              const int64_t s_stride = s_cols + qc.scale_pad;
+              std::vector<uint8_t> out(out_rows * out_stride, kPoison);
+              std::vector<uint8_t> scales(s_rows * s_stride * 4, kPoison);
+
+              auto make = [&](void* in, void* o, void* s, DeviceLoc loc) {
+                QuantizeArgs a;
+                a.input = MakeTensor(in, in_type, {qc.m, qc.k}, in_stride, loc);
+                a.output = MakeTensor(o, out_type, {out_rows, out_cols}, out_stride, loc);
+                a.scales = MakeTensor(s, DType::kF32, {s_rows, s_cols}, s_stride, loc);
+                a.granularity = tile ? QuantGranularity::k128x128 : QuantGranularity::k1x128;
+                a.transpose_output = transpose;
+                a.scale_format = pow2 ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+                a.scale_layout = kbm ? ScaleLayout::kKBlockMajor : ScaleLayout::kRowMajor;
+                return Op(a);
+              };
+              std::vector<uint8_t> cpu_in = input;
+              const Op cpu_op = make(cpu_in.data(), out.data(), scales.data(), kCpu);
+              ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op);
+              ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+
+              DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out.size(), kPoison));
+              DeviceBuffer d_scales(*gpu, std::vector<uint8_t>(scales.size(), kPoison));
+              const Op gpu_op = make(d_input.data(), d_out.data(), d_scales.data(), kGpu);
+              ASSERT_TRUE(gpu->Run(gpu_op, *stream, nullptr).ok());
+              ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+              const std::vector<uint8_t> got_out = d_out.Read(out.size());
+              const std::vector<uint8_t> got_scales = d_scales.Read(scales.size());
+              size_t first_bad = 0;
+              while (first_bad < out.size() && got_out[first_bad] == out[first_bad]) ++first_bad;
+              ASSERT_EQ(first_bad, out.size())
+                  << "output byte " << first_bad << ": cuda " << int(got_out[first_bad])
+                  << " cpu " << int(out[first_bad]);
+              ASSERT_EQ(got_scales, scales);
+              ++runs;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(runs, 5 * 3 * 3 * 3 * 2);
+}
+
+struct PadCase {
+  int64_t rows, cols;
+  DType dtype;
+  int64_t groups;
+  int32_t alignment;
+  bool ends_i64;
+  int64_t in_pad, out_pad;
+};
+
+std::vector<int64_t> RandomEnds(int64_t rows, int64_t groups, std::mt19937_64& rng) {
+  std::vector<int64_t> ends(groups);
+  std::uniform_int_distribution<int64_t> cut(0, rows);
+  for (int64_t g = 0; g + 1 < groups; ++g) ends[g] = cut(rng);
+  std::sort(ends.begin(), ends.end() - 1);
+  ends[groups - 1] = rows;
+  return ends;
+}
+
+std::vector<uint8_t> EndsBytes(const std::vector<int64_t>& ends, bool i64) {
+  std::vector<uint8_t> out(ends.size() * (i64 ? 8 : 4));
+  for (size_t g = 0; g < ends.size(); ++g) {
+    if (i64) {
+      std::memcpy(&out[g * 8], &ends[g], 8);
+    } else {
+      const int32_t v = static_cast<int32_t>(ends[g]);
+      std::memcpy(&out[g * 4], &v, 4);
+    }
+  }
+  return out;
+}
+
+TEST(CudaConformance, PadAndUnpadMatchCpuBitForBit) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(2);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(99);
+  const PadCase cases[] = {
+      {1000, 256, DType::kBF16, 4, 128, false, 0, 0},
+      {777, 100, DType::kBF16, 8, 16, true, 0, 2},
+      {513, 7, DType::kE4M3FN, 3, 32, false, 1, 0},
+      {4096, 512, DType::kF32, 33, 32, false, 4, 4},
+      {3000, 64, DType::kBF16, 2500, 16, true, 0, 0},
+      {64, 64, DType::kBF16, 1, 128, false, 0, 0},
+      {0 + 200, 4096, DType::kBF16, 16, 128, false, 0, 0},
+  };
+  for (const PadCase& pc : cases) {
+    const std::string what = absl::StrCat(pc.rows, "x", pc.cols, " ", DTypeName(pc.dtype),
+                                          " groups=", pc.groups, " alignment=", pc.alignment,
+                                          pc.ends_i64 ? " i64" : " i32");
+    SCOPED_TRACE(what);
+    const size_t esize = DTypeSize(pc.dtype);
+    const int64_t in_stride = pc.cols + pc.in_pad;
+    const int64_t padded_rows = pc.rows + pc.groups * (pc.alignment - 1) + 3;
+    const int64_t out_stride = pc.cols + pc.out_pad;
+    std::vector<uint8_t> input(pc.rows * in_stride * esize);
+    for (auto& b : input) b = static_cast<uint8_t>(rng());
+    const std::vector<int64_t> ends = RandomEnds(pc.rows, pc.groups, rng);
+    std::vector<uint8_t> ends_bytes = EndsBytes(ends, pc.ends_i64);
+    const DType ends_type = pc.ends_i64 ? DType::kI64 : DType::kI32;
+
+    std::vector<uint8_t> padded(padded_rows * out_stride * esize, kPoison);
+    std::vector<uint8_t> padded_ends(pc.groups * 4, kPoison);
+    auto make_pad = [&](void* in, void* e, void* o, void* pe, DeviceLoc loc) {
+      PadArgs a;
+      a.input = MakeTensor(in, pc.dtype, {pc.rows, pc.cols}, in_stride, loc);
+      a.group_ends = MakeTensor(e, ends_type, {pc.groups}, 0, loc);
+      a.output = MakeTensor(o, pc.dtype, {padded_rows, pc.cols}, out_stride, loc);
+      a.padded_group_ends = MakeTensor(pe, DType::kI32, {pc.groups}, 0, loc);
+      a.alignment = pc.alignment;
+      return Op(a);
+    };
+    const Op cpu_pad = make_pad(input.data(), ends_bytes.data(), padded.data(),
+                                padded_ends.data(), kCpu);
+    ASSERT_TRUE(Validate(cpu_pad).ok()) << Validate(cpu_pad);
+    ASSERT_TRUE(cpu->Run(cpu_pad, *cpu_stream, nullptr).ok());
+
+    DeviceBuffer d_in(*gpu, input), d_ends(*gpu, ends_bytes);
+    DeviceBuffer d_out(*gpu, std::vector<uint8_t>(padded.size(), kPoison));
+    DeviceBuffer d_pe(*gpu, std::vector<uint8_t>(padded_ends.size(), kPoison));
+    const Op gpu_pad = make_pad(d_in.data(), d_ends.data(), d_out.data(), d_pe.data(), kGpu);
+    ASSERT_TRUE(gpu->Run(gpu_pad, *stream, nullptr).ok());
+    ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+    ASSERT_EQ(d_out.Read(padded.size()), padded);
+    ASSERT_EQ(d_pe.Read(padded_ends.size()), padded_ends);
+
+    // Unpad the CPU's padded tensor back.
+    const int64_t back_stride = pc.cols + pc.in_pad;
+    std::vector<uint8_t> back(pc.rows * back_stride * esize, kPoison);
+    auto make_unpad = [&](void* in, void* e, void* o, DeviceLoc loc) {
+      UnpadArgs a;
+      a.input = MakeTensor(in, pc.dtype, {padded_rows, pc.cols}, out_stride, loc);
+      a.group_ends = MakeTensor(e, ends_type, {pc.groups}, 0, loc);
+      a.output = MakeTensor(o, pc.dtype, {pc.rows, pc.cols}, back_stride, loc);
+      a.alignment = pc.alignment;
+      return Op(a);
+    };
+    const Op cpu_unpad = make_unpad(padded.data(), ends_bytes.data(), back.data(), kCpu);
+    ASSERT_TRUE(Validate(cpu_unpad).ok()) << Validate(cpu_unpad);
+    ASSERT_TRUE(cpu->Run(cpu_unpad, *cpu_stream, nullptr).ok());
+    DeviceBuffer d_back(*gpu, std::vector<uint8_t>(back.size(), kPoison));
+    const Op gpu_unpad = make_unpad(d_out.data(), d_ends.data(), d_back.data(), kGpu);
+    ASSERT_TRUE(gpu->Run(gpu_unpad, *stream, nullptr).ok());
+    ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+    ASSERT_EQ(d_back.Read(back.size()), back);
+  }
+}
+
+// A pad whose group ends break a rule: the op enqueues, the stream's Synchronize reports
+// INVALID_ARGUMENT naming the group, no output row is written, and the stream keeps working.
+struct BadEnds {
+  std::vector<int64_t> ends;
+  const char* expect;
+};
+
+TEST(CudaConformance, BadGroupEndsSurfaceAtSynchronizeAsInvalidArgument) {
+  KD_REQUIRE_CUDA(gpu);
+  auto stream = gpu->CreateStream(0).value();
+  const int64_t rows = 100, cols = 64, groups = 4;
+  const int64_t padded_rows = rows + groups * 15;
+  const BadEnds cases[] = {
+      {{10, 50, 40, 100}, "group_ends[2]=40 is less than group_ends[1]=50"},
+      {{-1, 50, 60, 100}, "group_ends[0]=-1 is less than 0"},
+      {{10, 50, 60, 99}, "group_ends[3]=99 must equal the row count 100"},
+      {{10, 50, 60, 1000000}, "group_ends[3]=1000000 must equal the row count 100"},
+  };
+  std::vector<uint8_t> input(rows * cols * 2, 1);
+  DeviceBuffer d_in(*gpu, input);
+  DeviceBuffer d_out(*gpu, std::vector<uint8_t>(padded_rows * cols * 2, kPoison));
+  DeviceBuffer d_pe(*gpu, std::vector<uint8_t>(groups * 4, kPoison));
+  for (const BadEnds& bad : cases) {
+    SCOPED_TRACE(bad.expect);
+    DeviceBuffer d_ends(*gpu, EndsBytes(bad.ends, true));
+    PadArgs a;
+    a.input = MakeTensor(d_in.data(), DType::kBF16, {rows, cols}, cols, kGpu);
+    a.group_ends = MakeTensor(d_ends.data(), DType::kI64, {groups}, 0, kGpu);
+    a.output = MakeTensor(d_out.data(), DType::kBF16, {padded_rows, cols}, cols, kGpu);
+    a.padded_group_ends = MakeTensor(d_pe.data(), DType::kI32, {groups}, 0, kGpu);
+    a.alignment = 16;
+    ASSERT_TRUE(gpu->Run(a, *stream, nullptr).ok());
+    const absl::Status status = gpu->Synchronize(*stream);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find(bad.expect), absl::string_view::npos) << status;
+    EXPECT_EQ(d_out.Read(padded_rows * cols * 2),
+              std::vector<uint8_t>(padded_rows * cols * 2, kPoison));
+    EXPECT_EQ(d_pe.Read(groups * 4), std::vector<uint8_t>(groups * 4, kPoison));
+    EXPECT_TRUE(gpu->Synchronize(*stream).ok()) << "the record is cleared once reported";
+  }
+  // Unpad: the padded layout these ends need (4 groups of 128) does not fit the input rows.
+  DeviceBuffer d_ends(*gpu, EndsBytes({10, 20, 30, 40}, false));
+  DeviceBuffer d_small(*gpu, std::vector<uint8_t>(100 * cols * 2, 3));
+  DeviceBuffer d_back(*gpu, std::vector<uint8_t>(40 * cols * 2, kPoison));
+  UnpadArgs u;
+  u.input = MakeTensor(d_small.data(), DType::kBF16, {100, cols}, cols, kGpu);
+  u.group_ends = MakeTensor(d_ends.data(), DType::kI32, {groups}, 0, kGpu);
+  u.output = MakeTensor(d_back.data(), DType::kBF16, {40, cols}, cols, kGpu);
+  u.alignment = 128;
+  ASSERT_TRUE(gpu->Run(u, *stream, nullptr).ok());
+  const absl::Status status = gpu->Synchronize(*stream);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("less than the padded row count 512"), absl::string_view::npos)
+      << status;
+  EXPECT_EQ(d_back.Read(40 * cols * 2), std::vector<uint8_t>(40 * cols * 2, kPoison));
+
+  // The stream still runs a good op.
+  u.alignment = 16;  // 4 groups of 16 rows: 64 <= 100
+  ASSERT_TRUE(gpu->Run(u, *stream, nullptr).ok());
+  EXPECT_TRUE(gpu->Synchronize(*stream).ok());
+  EXPECT_TRUE(gpu->Healthy());
+}
+
+}  // namespace
+}  // namespace kd

@@ -19,6 +19,11 @@ TuneProgressEvent TuneOne(const TuneKey& key, TuneCache& cache, const ConfigSpac
         absl::StrCat("pinned to ", current->config, "; unpin it to retune"));
     return event;
   }
+  if (spaces.Find(key) == nullptr) {
+    event.status = absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ",
+                                                    key.variant, " on ", key.arch));
+    return event;
+  }
   absl::StatusOr<std::unique_ptr<TuneHarness>> harness = make_harness(key);
   if (!harness.ok()) {
     event.status = harness.status();

@@ -124,6 +124,34 @@ TEST(AutotuneAdminTest, AGemmMissIsRecordedAndTunedFromMisses) {
   EXPECT_TRUE(d.data().Gemm(&ctx, r, &resp).ok());
 }
 
+TEST(AutotuneAdminTest, BackgroundTuningServesTheTunedConfigWhenReady) {
+  DaemonOptions options = WithCache("");
+  options.autotune.background = true;
+  TestDaemon d(options, /*customise=*/true);
+  ShmObject shm(1 << 20);
+  OpenSession session = d.Open("background");
+  const uint64_t buf = d.Register(session, shm);
+  v1::GemmRequest r;
+  r.set_session_id(session.id);
+  v1::GemmOp* op = r.mutable_op();
+  op->set_variant(v1::GEMM_NT);
+  *op->mutable_a() = Ref(buf, v1::DTYPE_E4M3FN, {8, 128}, 0);
+  *op->mutable_a_scales() = Ref(buf, v1::DTYPE_F32, {8, 1}, 512 << 10);
+  *op->mutable_b() = Ref(buf, v1::DTYPE_E4M3FN, {16, 128}, 768 << 10);
+  *op->mutable_b_scales() = Ref(buf, v1::DTYPE_F32, {1, 1}, (512 << 10) + 4096);
+  *op->mutable_d() = Ref(buf, v1::DTYPE_BF16, {8, 16}, 256 << 10);
+  grpc::ClientContext ctx;
+  v1::OpResponse resp;
+  ASSERT_TRUE(d.data().Gemm(&ctx, r, &resp).ok());  // the miss runs the default at once
+  int entries = 0;
+  for (int i = 0; i < 200 && entries == 0; ++i) {
+    entries = List(d).entries_size();
+    if (entries == 0) usleep(50 * 1000);
+  }
+  ASSERT_EQ(entries, 1);
+  EXPECT_NE(List(d).entries(0).key().find(":m8:n16:k128:"), std::string::npos);
+}
+
 TEST(AutotuneAdminTest, BadTuneRequestsFailWithTheirCode) {
   TestDaemon d(WithCache(""), /*customise=*/true);
   grpc::Status status;

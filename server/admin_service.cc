@@ -2,6 +2,7 @@
 // so a trainer connection that calls an admin method gets PERMISSION_DENIED.
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"
+#include "server/autotune_admin.h"
 #include "server/rpc_call.h"
 #include "server/services.h"
 
@@ -13,10 +14,6 @@ namespace {
 absl::Status Denied(const char* method) {
   return absl::PermissionDeniedError(absl::StrCat(
       method, " is an admin method: call it on the admin socket, not the data socket"));
-}
-
-absl::Status NotYet(const char* method) {
-  return absl::UnimplementedError(absl::StrCat(method, " is not implemented by this daemon yet"));
 }
 
 class AdminService final : public v1::Admin::CallbackService {
@@ -32,45 +29,59 @@ class AdminService final : public v1::Admin::CallbackService {
   }
 
   grpc::ServerWriteReactor<v1::TuneProgress>* Tune(grpc::CallbackServerContext*,
-                                                   const v1::TuneRequest*) override {
+                                                   const v1::TuneRequest* req) override {
     class Refused : public grpc::ServerWriteReactor<v1::TuneProgress> {
      public:
       explicit Refused(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
       void OnDone() override { delete this; }
     };
-    const absl::Status s = trusted_ ? NotYet("Tune") : Denied("Tune");
+    if (trusted_) return StartTune(daemon_->autotune(), daemon_->metrics(), *req);
+    const absl::Status s = Denied("Tune");
     daemon_->metrics().ObserveRpc("Tune", absl::StatusCodeToString(s.code()), 0.0);
     return new Refused(s);
   }
 
   grpc::ServerUnaryReactor* ListCache(grpc::CallbackServerContext* ctx,
                                       const v1::ListCacheRequest*,
-                                      v1::ListCacheResponse*) override {
-    return Refuse(ctx, "ListCache");
+                                      v1::ListCacheResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "ListCache", ctx);
+    if (!trusted_) return call.Finish(Denied("ListCache"));
+    return HandleListCache(daemon_->autotune(), call, resp);
   }
   grpc::ServerUnaryReactor* ExportCache(grpc::CallbackServerContext* ctx,
                                         const v1::ExportCacheRequest*,
-                                        v1::ExportCacheResponse*) override {
-    return Refuse(ctx, "ExportCache");
+                                        v1::ExportCacheResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "ExportCache", ctx);
+    if (!trusted_) return call.Finish(Denied("ExportCache"));
+    return HandleExportCache(daemon_->autotune(), call, resp);
   }
   grpc::ServerUnaryReactor* ImportCache(grpc::CallbackServerContext* ctx,
-                                        const v1::ImportCacheRequest*,
-                                        v1::ImportCacheResponse*) override {
-    return Refuse(ctx, "ImportCache");
+                                        const v1::ImportCacheRequest* req,
+                                        v1::ImportCacheResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "ImportCache", ctx);
+    if (!trusted_) return call.Finish(Denied("ImportCache"));
+    return HandleImportCache(daemon_->autotune(), call, *req, resp);
   }
-  grpc::ServerUnaryReactor* PinCache(grpc::CallbackServerContext* ctx, const v1::PinCacheRequest*,
+  grpc::ServerUnaryReactor* PinCache(grpc::CallbackServerContext* ctx,
+                                     const v1::PinCacheRequest* req,
                                      v1::PinCacheResponse*) override {
-    return Refuse(ctx, "PinCache");
+    RpcCall call(&daemon_->metrics(), "PinCache", ctx);
+    if (!trusted_) return call.Finish(Denied("PinCache"));
+    return HandlePinCache(daemon_->autotune(), call, *req);
   }
   grpc::ServerUnaryReactor* UnpinCache(grpc::CallbackServerContext* ctx,
-                                       const v1::UnpinCacheRequest*,
+                                       const v1::UnpinCacheRequest* req,
                                        v1::UnpinCacheResponse*) override {
-    return Refuse(ctx, "UnpinCache");
+    RpcCall call(&daemon_->metrics(), "UnpinCache", ctx);
+    if (!trusted_) return call.Finish(Denied("UnpinCache"));
+    return HandleUnpinCache(daemon_->autotune(), call, *req);
   }
   grpc::ServerUnaryReactor* ClearCache(grpc::CallbackServerContext* ctx,
-                                       const v1::ClearCacheRequest*,
-                                       v1::ClearCacheResponse*) override {
-    return Refuse(ctx, "ClearCache");
+                                       const v1::ClearCacheRequest* req,
+                                       v1::ClearCacheResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "ClearCache", ctx);
+    if (!trusted_) return call.Finish(Denied("ClearCache"));
+    return HandleClearCache(daemon_->autotune(), call, *req, resp);
   }
 
   grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest*,
@@ -82,11 +93,6 @@ class AdminService final : public v1::Admin::CallbackService {
   }
 
  private:
-  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const char* method) {
-    RpcCall call(&daemon_->metrics(), method, ctx);
-    return call.Finish(trusted_ ? NotYet(method) : Denied(method));
-  }
-
   void FillStatus(v1::StatusResponse* resp) {
     resp->set_version(KerneldVersion());
     resp->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - daemon_->started()));

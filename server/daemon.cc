@@ -89,7 +89,11 @@ absl::Status Daemon::Start() {
   metrics_ = std::make_unique<Metrics>(KerneldVersion(), absl::StrJoin(names, ","));
   if (!options_.metrics_address.empty()) KD_RETURN_IF_ERROR(metrics_->Serve(options_.metrics_address));
   sessions_ = std::make_unique<SessionManager>(options_.limits);
-  executor_ = std::make_unique<Executor>(backends_.get(), metrics_.get());
+  autotune_ = std::make_unique<AutotuneManager>(backends_.get(), metrics_.get(), options_.autotune);
+  KD_RETURN_IF_ERROR(autotune_->Start());
+  executor_ = std::make_unique<Executor>(
+      backends_.get(), metrics_.get(),
+      [tuning = autotune_.get()](Backend* b, int device, Op& op) { tuning->Configure(b, device, op); });
   KD_RETURN_IF_ERROR(executor_->Start());
 
   data_service_ = MakeDataPlaneService(this);
@@ -136,6 +140,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   data_server_.reset();
   admin_server_.reset();
   executor_.reset();  // finishes what was queued
+  autotune_.reset();  // after the executor, whose hook it is; finishes a background tune
   sessions_.reset();  // releases every buffer
   if (!options_.data_socket.empty()) unlink(options_.data_socket.c_str());
   if (!options_.admin_socket.empty()) unlink(options_.admin_socket.c_str());

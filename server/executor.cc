@@ -5,8 +5,8 @@
 
 namespace kd {
 
-Executor::Executor(BackendRegistry* backends, Metrics* metrics)
-    : backends_(backends), metrics_(metrics) {}
+Executor::Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare)
+    : backends_(backends), metrics_(metrics), prepare_(std::move(prepare)) {}
 
 Executor::~Executor() {
   for (auto& q : queues_) {
@@ -83,7 +83,8 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
     if (!s.ok()) return finish(PrefixStatus("completion.wait_event: ", s));
   }
   for (size_t i = 0; i < batch.ops.size(); ++i) {
-    const Op& op = batch.ops[i];
+    Op& op = batch.ops[i];
+    if (prepare_) prepare_(q->backend, q->device, op);
     KernelTimingFn on_timed =
         [metrics = metrics_, total, name = std::string(OpName(op)),
          variant = OpVariantLabel(op), dtype = OpDTypeLabel(op), device = q->label,

@@ -30,6 +30,11 @@ ABSL_FLAG(uint64_t, max_session_bytes, uint64_t{64} << 30,
 ABSL_FLAG(uint32_t, max_lease_seconds, 3600, "Cap on the lease a session may ask for.");
 ABSL_FLAG(uint32_t, max_batch_ops, 256, "Most ops in one Submit.");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
+ABSL_FLAG(std::string, autotune_cache_dir, "",
+          "Directory of the autotune cache files, loaded at start and saved after every change "
+          "(e.g. /var/lib/kerneld); empty: caches in memory only.");
+ABSL_FLAG(bool, autotune_background, false,
+          "Tune cache misses in the background (requests keep running the default meanwhile).");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kerneld: serves FP8 quantize, gemm and pad kernels over gRPC.");
@@ -58,6 +63,8 @@ int main(int argc, char** argv) {
   options.limits.max_lease_seconds = absl::GetFlag(FLAGS_max_lease_seconds);
   options.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.autotune.cache_dir = absl::GetFlag(FLAGS_autotune_cache_dir);
+  options.autotune.background = absl::GetFlag(FLAGS_autotune_background);
 
   kd::Daemon daemon(options);
   if (absl::Status s = daemon.Start(); !s.ok()) {

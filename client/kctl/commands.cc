@@ -24,6 +24,19 @@ const std::vector<Command>& Commands() {
        "--liveness whenever the daemon answers (draining included)",
        {"socket", "service", "liveness"},
        &RunHealth},
+      {"tune",
+       "tune [SHAPE...] [--shapes=FILE] [--from_misses] [--budget=SECONDS] [--backend=NAME] "
+       "[--device=N]",
+       "tunes GEMM shapes (nt:4096x7168x2048, m_grouped_nt:16384x4096x7168:g8) and shows "
+       "default vs tuned time; --budget is per shape",
+       {"shapes", "from_misses", "budget", "backend", "device"},
+       &RunTune},
+      {"cache",
+       "cache list [--json] | export [FILE] | import FILE | pin KEY CONFIG | unpin KEY | "
+       "clear [--include_pinned]",
+       "the tune cache; export/import move it between identical nodes, a pin is never retuned",
+       {"json", "include_pinned"},
+       &RunCache},
   };
   return *kCommands;
 }

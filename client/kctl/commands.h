@@ -72,6 +72,8 @@ int RunKctl(const std::vector<std::string>& args, const std::string& env_admin_s
 
 int RunStatus(CommandContext& ctx);
 int RunHealth(CommandContext& ctx);
+int RunTune(CommandContext& ctx);
+int RunCache(CommandContext& ctx);
 
 }  // namespace kctl
 }  // namespace kd

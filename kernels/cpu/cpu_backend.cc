@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/registry.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -170,7 +171,7 @@ class CpuBackend : public Backend {
     const auto start = std::chrono::steady_clock::now();
     absl::Status status;
     if (auto* q = std::get_if<QuantizeArgs>(&op)) status = QuantizeCpu(*q, pool_);
-    else if (auto* g = std::get_if<GemmArgs>(&op)) status = GemmCpu(*g, pool_);
+    else if (auto* g = std::get_if<GemmArgs>(&op)) status = RunGemm(*g);
     else if (auto* p = std::get_if<PadArgs>(&op)) status = PadCpu(*p, pool_);
     else if (auto* u = std::get_if<UnpadArgs>(&op)) status = UnpadCpu(*u, pool_);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
@@ -179,6 +180,14 @@ class CpuBackend : public Backend {
   }
 
  private:
+  absl::Status RunGemm(const GemmArgs& g) {
+    CpuGemmConfig config;
+    if (!g.config.empty()) {
+      KD_ASSIGN_OR_RETURN(config.tile_n, ParseCpuGemmConfig(g.config));
+    }
+    return GemmCpu(g, pool_, config);
+  }
+
   ThreadPool pool_;
   uint64_t name_salt_ = 0;
   std::atomic<int> next_id_{0};

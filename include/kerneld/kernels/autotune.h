@@ -4,10 +4,13 @@
 //   autotune_space.h  ConfigSpace, ConfigSpaceRegistry, the built-in spaces and their parsers
 //   autotune_tuner.h  TuneHarness, Timer, Tune(), the CPU GEMM harness
 //   autotune_cache.h  TuneCache, the cache file format and its atomic write
+//   autotune_runner.h TuneKeys (a batch with progress), BackgroundTuner (misses, off the
+//                     request path)
 //
 // How the pieces serve a request: build the op's key (GemmTuneKeyFromArgs with the space's
 // kernel_version), look it up (TuneCache::Lookup); on a miss run SelectConfig's default, which
-// needs no tuning, and let a background or `kctl tune` pass call Tune() and TuneCache::Put().
+// needs no tuning, and queue the key on a BackgroundTuner (or tune it with `kctl tune`, which
+// runs TuneKeys); the tuned config takes over once stored.
 #ifndef KERNELD_KERNELS_AUTOTUNE_H_
 #define KERNELD_KERNELS_AUTOTUNE_H_
 
@@ -15,6 +18,7 @@
 
 #include "kerneld/kernels/autotune_cache.h"
 #include "kerneld/kernels/autotune_key.h"
+#include "kerneld/kernels/autotune_runner.h"
 #include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/autotune_tuner.h"
 

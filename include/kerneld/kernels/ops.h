@@ -69,6 +69,10 @@ struct GemmArgs {
   Tensor a, a_scales, b, b_scales, d;
   Tensor group_ends;
   bool accumulate = false;
+  // The autotune config to run with (a string of the kernel's config space, see
+  // kerneld/kernels/autotune_space.h); "" runs the kernel's heuristic default. Set by the daemon
+  // from its tune cache, never from a request. The result does not depend on it.
+  std::string config;
 };
 
 struct PadArgs {

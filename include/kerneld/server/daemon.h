@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "kerneld/kernels/registry.h"
+#include "kerneld/server/autotune_manager.h"
 #include "kerneld/server/executor.h"
 #include "kerneld/server/metrics.h"
 #include "kerneld/server/session_manager.h"
@@ -31,6 +32,7 @@ struct DaemonOptions {
   uint32_t max_batch_ops = 256;
   int max_message_bytes = 4 << 20;
   absl::Duration reap_interval = absl::Milliseconds(200);
+  AutotuneOptions autotune;
 };
 
 class Daemon {
@@ -52,6 +54,7 @@ class Daemon {
   SessionManager& sessions() { return *sessions_; }
   Executor& executor() { return *executor_; }
   Metrics& metrics() { return *metrics_; }
+  AutotuneManager& autotune() { return *autotune_; }
   absl::Time started() const { return started_; }
 
  private:
@@ -63,6 +66,7 @@ class Daemon {
   std::atomic<bool> draining_{false};
   std::unique_ptr<BackendRegistry> backends_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<AutotuneManager> autotune_;
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<grpc::Service> data_service_;

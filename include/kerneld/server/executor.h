@@ -36,9 +36,13 @@ struct ExecBatch {
   std::function<void(absl::Status status, double kernel_seconds)> done;
 };
 
+// Called on a queue's thread just before `op` runs on `backend`/`device` (the autotune lookup
+// that picks the op's config). Must not block.
+using PrepareOpFn = std::function<void(Backend* backend, int device, Op& op)>;
+
 class Executor {
  public:
-  Executor(BackendRegistry* backends, Metrics* metrics);
+  Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare = {});
   // Finishes the queued batches, then joins the threads.
   ~Executor();
 
@@ -68,6 +72,7 @@ class Executor {
 
   BackendRegistry* const backends_;
   Metrics* const metrics_;
+  const PrepareOpFn prepare_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> ops_completed_{0};
   std::atomic<uint64_t> ops_failed_{0};

@@ -1,0 +1,357 @@
+#include "kerneld/server/autotune_manager.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kerneld/server/daemon.h"
+#include "server/log.h"
+
+namespace kd {
+
+struct AutotuneManager::ModelCache {
+  Backend* backend = nullptr;
+  std::vector<int> devices;
+  DeviceProperties properties;
+  std::string path;
+  std::unique_ptr<TuneCache> cache;
+  HarnessFactory harness;  // empty: this backend cannot tune yet
+  std::unique_ptr<BackgroundTuner> background;
+  absl::Mutex save_mu;  // saves in order, so an older snapshot never overwrites a newer one
+};
+
+namespace {
+
+// 1 ms .. ~500 s: a tune measures every candidate of one shape.
+prometheus::Histogram::BucketBoundaries TuneBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1e-3; v < 600.0; v *= 2) b.push_back(v);
+  return b;
+}
+
+// A file-name-safe form of a device model: letters and digits kept, runs of others as '_'.
+std::string FileSafe(absl::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (keep) {
+      out.push_back(c);
+    } else if (!out.empty() && out.back() != '_') {
+      out.push_back('_');
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
+}
+
+// FP8 inputs of a tune shape: the fnuz format on MI300 (gfx94x), OCP e4m3 elsewhere.
+DType InputDType(absl::string_view arch) {
+  return ArchFamily(arch) == "gfx94x" ? DType::kE4M3FNUZ : DType::kE4M3FN;
+}
+
+HarnessFactory HarnessFor(const Backend& backend) {
+  if (backend.kind() != BackendKind::kCpu) return {};
+  return [](const TuneKey& key) { return CreateCpuGemmHarness(key, CpuGemmHarnessOptions()); };
+}
+
+absl::Status CheckShape(const GemmTuneShape& s, size_t index) {
+  const std::string field = absl::StrCat("shapes[", index, "].");
+  if (s.variant == GemmVariant::kInvalid) {
+    return absl::InvalidArgumentError(absl::StrCat(field, "variant is unspecified"));
+  }
+  if (s.m < 1 || s.n < 1 || s.k < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "m, n and k must be >= 1 (got ", s.m, ", ", s.n, ", ", s.k, ")"));
+  }
+  if (s.groups < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(field, "groups=", s.groups, " must be >= 1"));
+  }
+  if (s.out_dtype != DType::kBF16 && s.out_dtype != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "out_dtype=", DTypeName(s.out_dtype), " must be bf16 or f32"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+AutotuneManager::AutotuneManager(BackendRegistry* backends, Metrics* metrics,
+                                 AutotuneOptions options)
+    : backends_(backends), options_(std::move(options)) {
+  prometheus::Registry& r = *metrics->registry();
+  auto& lookups = prometheus::BuildCounter()
+                      .Name("kerneld_autotune_lookups_total")
+                      .Help("Tune-cache lookups of tunable ops, by result (hit, miss).")
+                      .Register(r);
+  hits_ = &lookups.Add({{"result", "hit"}});
+  misses_ = &lookups.Add({{"result", "miss"}});
+  runs_ = &prometheus::BuildCounter()
+               .Name("kerneld_autotune_runs_total")
+               .Help("Shapes tuned (background and kctl tune), failed ones included.")
+               .Register(r)
+               .Add({});
+  duration_ = &prometheus::BuildHistogram()
+                   .Name("kerneld_autotune_duration_seconds")
+                   .Help("Time to tune one shape (every candidate measured).")
+                   .Register(r)
+                   .Add({}, TuneBuckets());
+  entries_ = &prometheus::BuildGauge()
+                  .Name("kerneld_autotune_cache_entries")
+                  .Help("Entries in the tune caches.")
+                  .Register(r)
+                  .Add({});
+}
+
+AutotuneManager::~AutotuneManager() {
+  for (auto& c : caches_) c->background.reset();
+}
+
+absl::Status AutotuneManager::Start() {
+  if (!options_.cache_dir.empty() && mkdir(options_.cache_dir.c_str(), 0755) != 0 &&
+      errno != EEXIST) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("autotune_cache_dir=", options_.cache_dir, ": ", strerror(errno)));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  size_t loaded = 0;
+  for (Backend* b : backends_->All()) {
+    for (int d = 0; d < b->DeviceCount(); ++d) {
+      const DeviceProperties p = b->Properties(d);
+      ModelCache* existing = nullptr;
+      for (auto& c : caches_) {
+        if (c->backend == b && c->properties.name == p.name && c->properties.arch == p.arch) {
+          existing = c.get();
+        }
+      }
+      if (existing != nullptr) {
+        existing->devices.push_back(d);
+        continue;
+      }
+      auto c = std::make_unique<ModelCache>();
+      c->backend = b;
+      c->devices.push_back(d);
+      c->properties = p;
+      if (!options_.cache_dir.empty()) {
+        c->path = absl::StrCat(options_.cache_dir, "/autotune-", b->name(), "-",
+                               FileSafe(p.name), ".cache");
+      }
+      TuneCacheOptions o;
+      o.path = c->path;
+      o.validators.kerneld_version = KerneldVersion();
+      o.validators.device = p.name;
+      o.validators.arch = p.arch;
+      o.spaces = &ConfigSpaceRegistry::Builtin();
+      o.log = [](absl::string_view line) {
+        Log("autotune: %.*s", static_cast<int>(line.size()), line.data());
+      };
+      c->cache = std::make_unique<TuneCache>(o);
+      if (!c->path.empty()) {
+        absl::StatusOr<size_t> n = c->cache->Load();
+        if (n.ok()) {
+          loaded += *n;
+        } else {
+          Log("autotune: cannot load %s, starting empty: %s", c->path.c_str(),
+              n.status().ToString().c_str());
+        }
+      }
+      c->harness = HarnessFor(*b);
+      if (options_.background && c->harness) {
+        ModelCache* raw = c.get();
+        c->background = std::make_unique<BackgroundTuner>(
+            *c->cache, ConfigSpaceRegistry::Builtin(), c->harness, std::make_unique<WallTimer>(),
+            options_.tune, [this, raw](const TuneProgressEvent& e) {
+              Record(e);
+              if (e.status.ok()) Persist(*raw);
+            });
+      }
+      caches_.push_back(std::move(c));
+    }
+  }
+  entries_->Set(static_cast<double>(Entries()));
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  Log("autotune: %zu cached configs loaded in %.1f ms%s", loaded, took.count() * 1e3,
+      options_.cache_dir.empty() ? " (caches in memory only)" : "");
+  return absl::OkStatus();
+}
+
+AutotuneManager::ModelCache* AutotuneManager::Find(Backend* backend, int device) const {
+  for (const auto& c : caches_) {
+    if (c->backend != backend) continue;
+    for (int d : c->devices) {
+      if (d == device) return c.get();
+    }
+  }
+  return nullptr;
+}
+
+AutotuneManager::ModelCache* AutotuneManager::FindForKey(const TuneKey& key) const {
+  for (const auto& c : caches_) {
+    if (c->properties.name == key.device && c->properties.arch == key.arch) return c.get();
+  }
+  return nullptr;
+}
+
+void AutotuneManager::Configure(Backend* backend, int device, Op& op) {
+  auto* gemm = std::get_if<GemmArgs>(&op);
+  if (gemm == nullptr) return;
+  ModelCache* c = Find(backend, device);
+  if (c == nullptr) return;
+  const ConfigSpaceRegistry& spaces = ConfigSpaceRegistry::Builtin();
+  const ConfigSpace* space =
+      spaces.Find("gemm", GemmVariantName(gemm->variant), c->properties.arch);
+  if (space == nullptr) return;  // not tunable here: the kernel's own default
+  absl::StatusOr<TuneKey> key = GemmTuneKeyFromArgs(*gemm, c->properties, space->kernel_version);
+  if (!key.ok()) return;
+  const ConfigSelection selection = SelectConfig(*c->cache, spaces, *key);
+  (selection.hit ? hits_ : misses_)->Increment();
+  gemm->config = selection.config;
+  if (!selection.hit && c->background) c->background->Enqueue(*key);
+}
+
+std::vector<CacheEntry> AutotuneManager::List() const {
+  std::vector<CacheEntry> out;
+  for (const auto& c : caches_) {
+    std::vector<CacheEntry> entries = c->cache->List();
+    out.insert(out.end(), entries.begin(), entries.end());
+  }
+  return out;
+}
+
+std::string AutotuneManager::DefaultPath() const {
+  ModelCache* c = Find(backends_->Default(), 0);
+  return c == nullptr ? "" : c->path;
+}
+
+std::string AutotuneManager::Export() const {
+  ModelCache* c = Find(backends_->Default(), 0);
+  return c == nullptr ? "" : c->cache->Export();
+}
+
+absl::StatusOr<ImportResult> AutotuneManager::Import(absl::string_view bytes) {
+  absl::StatusOr<CacheFile> file = ParseCacheFile(bytes);
+  if (!file.ok()) return file.status();
+  for (const auto& c : caches_) {
+    if (!c->cache->options().validators.Mismatch(file->validators).empty()) continue;
+    absl::StatusOr<ImportResult> r = c->cache->Import(bytes);
+    if (r.ok() && r->imported > 0) Persist(*c);
+    return r;
+  }
+  // No device model matches: the default cache's import says why, entry by entry.
+  ModelCache* c = Find(backends_->Default(), 0);
+  if (c == nullptr) return absl::FailedPreconditionError("this daemon has no tune cache");
+  return c->cache->Import(bytes);
+}
+
+absl::Status AutotuneManager::Pin(absl::string_view key_text, absl::string_view config) {
+  absl::StatusOr<TuneKey> key = ParseTuneKey(key_text);
+  if (!key.ok()) return key.status();
+  ModelCache* c = FindForKey(*key);
+  if (c == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no device of this node is a \"", key->device,
+                                            "\" (", key->arch, ")"));
+  }
+  const absl::Status s = c->cache->Pin(*key, config);
+  if (s.ok()) Persist(*c);
+  return s;
+}
+
+absl::Status AutotuneManager::Unpin(absl::string_view key_text) {
+  absl::StatusOr<TuneKey> key = ParseTuneKey(key_text);
+  if (!key.ok()) return key.status();
+  ModelCache* c = FindForKey(*key);
+  if (c == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no device of this node is a \"", key->device,
+                                            "\" (", key->arch, ")"));
+  }
+  const absl::Status s = c->cache->Unpin(*key);
+  if (s.ok()) Persist(*c);
+  return s;
+}
+
+uint32_t AutotuneManager::Clear(bool include_pinned) {
+  uint32_t removed = 0;
+  for (const auto& c : caches_) {
+    const size_t n = c->cache->Clear(include_pinned);
+    removed += static_cast<uint32_t>(n);
+    if (n > 0) Persist(*c);
+  }
+  return removed;
+}
+
+size_t AutotuneManager::Entries() const {
+  size_t n = 0;
+  for (const auto& c : caches_) n += c->cache->Stats().entries;
+  return n;
+}
+
+TuneKey AutotuneManager::GemmKey(const ModelCache& c, const GemmTuneShape& s) const {
+  const ConfigSpace* space = ConfigSpaceRegistry::Builtin().Find(
+      "gemm", GemmVariantName(s.variant), c.properties.arch);
+  return MakeGemmTuneKey(s.variant, InputDType(c.properties.arch), s.out_dtype, s.m, s.n, s.k,
+                         s.groups, c.properties, space == nullptr ? 0 : space->kernel_version);
+}
+
+absl::Status AutotuneManager::Tune(const TuneJob& job,
+                                   const std::function<void(const TuneProgressEvent&)>& progress,
+                                   const std::function<bool()>& cancelled) {
+  Backend* backend = job.backend.empty() ? backends_->Default() : backends_->GetByName(job.backend);
+  if (backend == nullptr) {
+    return absl::NotFoundError(absl::StrCat("backend=\"", job.backend, "\" is not present"));
+  }
+  ModelCache* c = Find(backend, job.device);
+  if (c == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("device=", job.device, " does not exist on ",
+                                                   backend->name()));
+  }
+  if (job.shapes.empty() && !job.from_misses) {
+    return absl::InvalidArgumentError("shapes is empty and from_misses is false: nothing to tune");
+  }
+  if (!(job.budget_seconds >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("budget_seconds=", job.budget_seconds, " must be >= 0"));
+  }
+  std::vector<TuneKey> keys;
+  for (size_t i = 0; i < job.shapes.size(); ++i) {
+    const absl::Status s = CheckShape(job.shapes[i], i);
+    if (!s.ok()) return s;
+    keys.push_back(GemmKey(*c, job.shapes[i]));
+  }
+  if (job.from_misses) {
+    for (const MissRecord& m : c->cache->Misses()) keys.push_back(m.key);
+  }
+  TuneOptions options = options_.tune;
+  if (job.budget_seconds > 0) options.budget_seconds = job.budget_seconds;
+  const HarnessFactory harness =
+      c->harness ? c->harness : HarnessFactory([backend](const TuneKey&) {
+        return absl::StatusOr<std::unique_ptr<TuneHarness>>(absl::UnimplementedError(absl::StrCat(
+            "the ", backend->name(), " backend has no tuning harness yet")));
+      });
+  WallTimer timer;
+  TuneKeys(keys, *c->cache, ConfigSpaceRegistry::Builtin(), harness, timer, options,
+           [&](const TuneProgressEvent& e) {
+             Record(e);
+             if (progress) progress(e);
+           },
+           cancelled);
+  Persist(*c);
+  return absl::OkStatus();
+}
+
+void AutotuneManager::Persist(ModelCache& c) const {
+  entries_->Set(static_cast<double>(Entries()));
+  if (c.path.empty()) return;
+  absl::MutexLock l(&c.save_mu);
+  const absl::Status s = c.cache->Save();
+  if (!s.ok()) Log("autotune: cannot save %s: %s", c.path.c_str(), s.ToString().c_str());
+}
+
+void AutotuneManager::Record(const TuneProgressEvent& event) {
+  runs_->Increment();
+  if (event.status.ok()) duration_->Observe(event.result.elapsed_seconds);
+}
+
+}  // namespace kd

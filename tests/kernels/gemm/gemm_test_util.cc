@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/fp8.h"
@@ -193,7 +194,8 @@ absl::Status RunOnCpu(const GemmArgs& args) {
   const Op op = args;
   absl::Status valid = Validate(op);
   if (!valid.ok()) return valid;
-  std::unique_ptr<Backend> cpu = CreateCpuBackend(2);
+  std::unique_ptr<Backend> cpu =
+      CreateCpuBackend(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
   absl::Status supported = cpu->Supports(op);
   if (!supported.ok()) return supported;
   auto stream = cpu->CreateStream(0);

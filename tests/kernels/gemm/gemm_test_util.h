@@ -36,6 +36,17 @@ constexpr double kNormBudgetBF16 = 4e-3;
 
 // A contiguous host tensor that owns its (8-byte aligned) storage.
 struct HostTensor {
+  HostTensor() = default;
+  HostTensor(const HostTensor& o) : storage(o.storage), t(o.t) { t.data = storage.data(); }
+  HostTensor& operator=(const HostTensor& o) {
+    storage = o.storage;
+    t = o.t;
+    t.data = storage.data();
+    return *this;
+  }
+  HostTensor(HostTensor&&) = default;
+  HostTensor& operator=(HostTensor&&) = default;
+
   std::vector<uint64_t> storage;
   Tensor t;
   template <typename T>

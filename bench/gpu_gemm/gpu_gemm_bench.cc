@@ -1,0 +1,388 @@
+// Blockwise FP8 GEMM: kerneld's sm_90a kernel against cuBLASLt's block-scaled FP8 matmul
+// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F for the 1x128 activation operand,
+// CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F for the 128x128 weight operand; VEC128 on both for
+// wgrad) in the same process, on the shapes of issue 5. Prints one JSON object.
+//
+// Timing: inputs rotate over enough copies that one pass over them is several times the L2, so
+// no launch finds its operands cached by the one before; each sample times a batch of launches
+// with events, ours and the peer alternate sample by sample, and the median sample is reported.
+// Scales are all 1.0 in both (their values do not change the work, and any layout of ones is
+// right), which also lets the two outputs be compared: "max_rel_diff" is the largest
+// |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
+//
+//   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N]
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kerneld/kernels/fp8.h"
+#include "kernels/cuda/gemm/gemm_fp8.h"
+
+namespace kd {
+namespace {
+
+#define BENCH_CHECK_CUDA(expr)                                                          \
+  do {                                                                                  \
+    cudaError_t err_ = (expr);                                                          \
+    if (err_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr,                 \
+                   cudaGetErrorString(err_));                                           \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define BENCH_CHECK_LT(expr)                                                            \
+  do {                                                                                  \
+    cublasStatus_t st_ = (expr);                                                        \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+      std::fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #expr,   \
+                   static_cast<int>(st_));                                              \
+      return false;                                                                     \
+    }                                                                                   \
+  } while (0)
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(n) { BENCH_CHECK_CUDA(cudaMalloc(&ptr, n)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// Random e4m3fn codes (N(0,1) encoded) written once on the host, copied to the device.
+void FillCodes(DeviceBuffer& b, std::mt19937_64& rng) {
+  std::vector<uint8_t> host(b.bytes);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<uint8_t> table(4096);
+  for (auto& c : table) c = fp8::Encode<fp8::E4M3FN>(gauss(rng));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = table[(i * 2654435761u + rng() % 7) % 4096];
+  BENCH_CHECK_CUDA(cudaMemcpy(b.ptr, host.data(), host.size(), cudaMemcpyHostToDevice));
+}
+
+void FillOnes(DeviceBuffer& b) {
+  std::vector<float> host(b.bytes / 4, 1.0f);
+  BENCH_CHECK_CUDA(cudaMemcpy(b.ptr, host.data(), b.bytes, cudaMemcpyHostToDevice));
+}
+
+Tensor View(void* data, DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int>(shape.size());
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.shape[d] = shape[d];
+    t.strides[d] = stride;
+    stride *= shape[d];
+  }
+  t.loc = DeviceLoc{BackendKind::kCuda, 0};
+  return t;
+}
+
+// One cuBLASLt FP8 matmul D (m,n) row-major = A (m,k) · B (n,k)ᵀ with block scales, written in
+// cuBLASLt's column-major terms as Dᵀ (n,m) = op(B)ᵀ... : its "A" is our B (transposed), its
+// "B" our A.
+class LtGemm {
+ public:
+  ~LtGemm() {
+    if (pref_) cublasLtMatmulPreferenceDestroy(pref_);
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (b_) cublasLtMatrixLayoutDestroy(b_);
+    if (d_) cublasLtMatrixLayoutDestroy(d_);
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+  }
+  bool Init(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, bool weight_blocks,
+            void* workspace, size_t workspace_bytes) {
+    lt_ = lt;
+    workspace_ = workspace;
+    workspace_bytes_ = workspace_bytes;
+    BENCH_CHECK_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                                  sizeof(ta)));
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                                  sizeof(tb)));
+    const int32_t a_mode = weight_blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                         : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                  &a_mode, sizeof(a_mode)));
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                  &b_mode, sizeof(b_mode)));
+    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, k, n, k));
+    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, k, m, k));
+    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, n, m, n));
+    BENCH_CHECK_LT(cublasLtMatmulPreferenceCreate(&pref_));
+    BENCH_CHECK_LT(cublasLtMatmulPreferenceSetAttribute(
+        pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+        sizeof(workspace_bytes_)));
+    int found = 0;
+    cublasLtMatmulHeuristicResult_t result{};
+    BENCH_CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, d_, d_, pref_, 1, &result,
+                                                  &found));
+    if (found == 0) return false;
+    algo_ = result.algo;
+    return true;
+  }
+  // a: our A (m,k) with its scales, b: our B (n,k) with its scales.
+  bool Run(const void* a, const float* a_scales, const void* b, const float* b_scales, void* d,
+           cudaStream_t stream) {
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                  &b_scales, sizeof(b_scales)));
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                  &a_scales, sizeof(a_scales)));
+    const float alpha = 1.0f, beta = 0.0f;
+    BENCH_CHECK_LT(cublasLtMatmul(lt_, desc_, &alpha, b, a_, a, b_, &beta, d, d_, d, d_, &algo_,
+                                  workspace_, workspace_bytes_, stream));
+    return true;
+  }
+
+ private:
+  cublasLtHandle_t lt_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulPreference_t pref_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+struct Case {
+  const char* name;
+  GemmVariant variant;  // kNT, kTN or kMGroupedNT
+  int64_t m, n, k;      // for M-grouped, m is the rows of one group
+  int64_t groups;
+};
+
+struct Options {
+  bool quick = false;
+  int samples = 15;
+  bool has_config = false;
+  GemmConfig config;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Times `launch(set)` over rotating sets; returns the median milliseconds of one launch.
+template <typename F>
+double TimeBatches(F&& launch, int sets, int per_sample, cudaEvent_t start, cudaEvent_t stop,
+                   int& rotation) {
+  BENCH_CHECK_CUDA(cudaEventRecord(start));
+  for (int i = 0; i < per_sample; ++i) launch(rotation++ % sets);
+  BENCH_CHECK_CUDA(cudaEventRecord(stop));
+  BENCH_CHECK_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  return ms / per_sample;
+}
+
+std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void* workspace,
+                    size_t workspace_bytes, const cudaDeviceProp& prop, std::mt19937_64& rng) {
+  const int64_t total_m = c.m * c.groups;
+  const int64_t kb = c.k / 128;
+  const size_t a_bytes = total_m * c.k, b_bytes = c.groups * c.n * c.k;
+  // Rotate until one pass over the inputs is at least 4x the L2.
+  const size_t set_bytes = a_bytes + b_bytes;
+  const int sets = static_cast<int>(
+      std::max<size_t>(2, std::min<size_t>(16, (4 * prop.l2CacheSize) / set_bytes + 1)));
+  std::vector<std::unique_ptr<DeviceBuffer>> a, b;
+  for (int s = 0; s < sets; ++s) {
+    a.push_back(std::make_unique<DeviceBuffer>(a_bytes));
+    b.push_back(std::make_unique<DeviceBuffer>(b_bytes));
+    FillCodes(*a.back(), rng);
+    FillCodes(*b.back(), rng);
+  }
+  // Ones, sized for the largest layout either library may read.
+  DeviceBuffer a_scales(total_m * kb * 4 + 256);
+  DeviceBuffer b_scales(std::max<int64_t>(c.groups * c.n * kb, c.groups * ((c.n + 127) / 128) *
+                                                                   kb) * 4 + 256);
+  FillOnes(a_scales);
+  FillOnes(b_scales);
+  DeviceBuffer d_ours(total_m * c.n * 2), d_peer(total_m * c.n * 2);
+  DeviceBuffer ends(c.groups * 4);
+  {
+    std::vector<int32_t> host(c.groups);
+    for (int64_t g = 0; g < c.groups; ++g) host[g] = static_cast<int32_t>((g + 1) * c.m);
+    BENCH_CHECK_CUDA(cudaMemcpy(ends.ptr, host.data(), c.groups * 4, cudaMemcpyHostToDevice));
+  }
+
+  GemmArgs args;
+  args.variant = c.variant;
+  args.a_scales = View(a_scales.ptr, DType::kF32, {total_m, kb});
+  if (c.variant == GemmVariant::kMGroupedNT) {
+    args.b_scales = View(b_scales.ptr, DType::kF32, {c.groups, (c.n + 127) / 128, kb});
+    args.group_ends = View(ends.ptr, DType::kI32, {c.groups});
+  } else if (c.variant == GemmVariant::kTN) {
+    args.b_scales = View(b_scales.ptr, DType::kF32, {c.n, kb});
+  } else {
+    args.b_scales = View(b_scales.ptr, DType::kF32, {(c.n + 127) / 128, kb});
+  }
+  args.d = View(d_ours.ptr, DType::kBF16, {total_m, c.n});
+  auto bind = [&](int s) {
+    GemmArgs g = args;
+    g.a = View(a[s]->ptr, DType::kE4M3FN, {total_m, c.k});
+    g.b = c.variant == GemmVariant::kMGroupedNT
+              ? View(b[s]->ptr, DType::kE4M3FN, {c.groups, c.n, c.k})
+              : View(b[s]->ptr, DType::kE4M3FN, {c.n, c.k});
+    return g;
+  };
+  const GemmConfig config = opt.has_config ? opt.config : DefaultGemmConfig(bind(0), prop);
+  bool ok = true;
+  auto ours = [&](int s) {
+    const absl::Status st = LaunchGemmFp8(bind(s), config, nullptr);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name, std::string(st.message()).c_str());
+      ok = false;
+    }
+  };
+  // The peer: one cuBLASLt matmul per group (one for the dense cases).
+  LtGemm peer;
+  const bool peer_ok = peer.Init(lt, c.m, c.n, c.k, c.variant != GemmVariant::kTN, workspace,
+                                 workspace_bytes);
+  auto cublas = [&](int s) {
+    for (int64_t g = 0; g < c.groups; ++g) {
+      const uint8_t* ga = static_cast<const uint8_t*>(a[s]->ptr) + g * c.m * c.k;
+      const uint8_t* gb = static_cast<const uint8_t*>(b[s]->ptr) + g * c.n * c.k;
+      void* gd = static_cast<uint16_t*>(d_peer.ptr) + g * c.m * c.n;
+      if (!peer.Run(ga, static_cast<const float*>(a_scales.ptr), gb,
+                    static_cast<const float*>(b_scales.ptr), gd, nullptr)) {
+        ok = false;
+      }
+    }
+  };
+
+  const double flops = 2.0 * total_m * c.n * c.k;
+  cudaEvent_t start, stop;
+  BENCH_CHECK_CUDA(cudaEventCreate(&start));
+  BENCH_CHECK_CUDA(cudaEventCreate(&stop));
+  // Warm up both (module load, heuristics, clocks), then size a sample to about 2 ms.
+  int rotation = 0;
+  for (int i = 0; i < 3; ++i) {
+    ours(i % sets);
+    if (peer_ok) cublas(i % sets);
+  }
+  BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+  const double probe = TimeBatches(ours, sets, 3, start, stop, rotation);
+  const int per_sample = static_cast<int>(std::max(1.0, std::min(200.0, 2.0 / probe)));
+  std::vector<double> t_ours, t_peer;
+  const int samples = opt.quick ? 5 : opt.samples;
+  for (int i = 0; i < samples && ok; ++i) {
+    t_ours.push_back(TimeBatches(ours, sets, per_sample, start, stop, rotation));
+    if (peer_ok) t_peer.push_back(TimeBatches(cublas, sets, per_sample, start, stop, rotation));
+  }
+  cudaError_t err = cudaDeviceSynchronize();
+
+  // Same inputs through both, then compare.
+  double max_rel = -1;
+  if (ok && peer_ok && err == cudaSuccess) {
+    ours(0);
+    cublas(0);
+    err = cudaDeviceSynchronize();
+    std::vector<uint16_t> x(total_m * c.n), y(total_m * c.n);
+    BENCH_CHECK_CUDA(cudaMemcpy(x.data(), d_ours.ptr, x.size() * 2, cudaMemcpyDeviceToHost));
+    BENCH_CHECK_CUDA(cudaMemcpy(y.data(), d_peer.ptr, y.size() * 2, cudaMemcpyDeviceToHost));
+    max_rel = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double u = fp8::BF16ToFloat(x[i]), v = fp8::BF16ToFloat(y[i]);
+      const double r = std::fabs(u - v) / (std::fabs(v) + 1.0);
+      if (!(r <= max_rel)) max_rel = std::isnan(r) ? INFINITY : r;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+
+  std::string out = absl::StrCat("{\"name\":\"", c.name, "\",\"variant\":\"",
+                                 GemmVariantName(c.variant), "\",\"m\":", c.m, ",\"n\":", c.n,
+                                 ",\"k\":", c.k, ",\"groups\":", c.groups, ",\"config\":\"",
+                                 GemmConfigToString(config), "\",\"rotating_sets\":", sets,
+                                 ",\"launches_per_sample\":", per_sample);
+  if (!ok || err != cudaSuccess) {
+    absl::StrAppend(&out, ",\"error\":\"", err != cudaSuccess ? cudaGetErrorString(err) : "launch",
+                    "\"}");
+    return out;
+  }
+  const double ms = Median(t_ours);
+  absl::StrAppend(&out, ",\"ours_ms\":", ms, ",\"ours_tflops\":", flops / ms / 1e9);
+  if (peer_ok) {
+    const double peer_ms = Median(t_peer);
+    absl::StrAppend(&out, ",\"cublaslt_ms\":", peer_ms,
+                    ",\"cublaslt_tflops\":", flops / peer_ms / 1e9, ",\"ratio\":", peer_ms / ms,
+                    ",\"max_rel_diff\":", max_rel);
+  } else {
+    absl::StrAppend(&out, ",\"cublaslt\":\"no algorithm for this scale mode\"");
+  }
+  absl::StrAppend(&out, "}");
+  return out;
+}
+
+}  // namespace
+}  // namespace kd
+
+int main(int argc, char** argv) {
+  using namespace kd;
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      opt.quick = true;
+    } else if (arg.rfind("--samples=", 0) == 0) {
+      opt.samples = std::max(1, std::atoi(arg.c_str() + 10));
+    } else if (arg.rfind("--config=", 0) == 0) {
+      auto parsed = ParseGemmConfig(arg.substr(9));
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(parsed.status().message()).c_str());
+        return 2;
+      }
+      opt.config = *parsed;
+      opt.has_config = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING]\n", argv[0]);
+      return 2;
+    }
+  }
+  cudaDeviceProp prop;
+  BENCH_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  cublasLtHandle_t lt;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 1;
+  const size_t workspace_bytes = 64 << 20;
+  DeviceBuffer workspace(workspace_bytes);
+  const Case cases[] = {
+      {"nt_4096^3", GemmVariant::kNT, 4096, 4096, 4096, 1},
+      {"nt_8192^3", GemmVariant::kNT, 8192, 8192, 8192, 1},
+      {"nt_16384x8192x5120", GemmVariant::kNT, 16384, 8192, 5120, 1},
+      {"nt_8192x7168x2048", GemmVariant::kNT, 8192, 7168, 2048, 1},
+      {"nt_4096x2112x7168", GemmVariant::kNT, 4096, 2112, 7168, 1},
+      {"nt_4096x24576x1536", GemmVariant::kNT, 4096, 24576, 1536, 1},
+      {"nt_4096x7168x16384", GemmVariant::kNT, 4096, 7168, 16384, 1},
+      {"nt_128x7168x2048", GemmVariant::kNT, 128, 7168, 2048, 1},
+      {"nt_64x4096x7168", GemmVariant::kNT, 64, 4096, 7168, 1},
+      {"m_grouped_8x4096_4096x7168", GemmVariant::kMGroupedNT, 4096, 4096, 7168, 8},
+      {"m_grouped_8x4096_7168x2048", GemmVariant::kMGroupedNT, 4096, 7168, 2048, 8},
+      {"tn_wgrad_16640x5120x8192", GemmVariant::kTN, 16640, 5120, 8192, 1},
+  };
+  std::mt19937_64 rng(20261122);
+  std::printf("{\"device\":\"%s\",\"sms\":%d,\"l2_bytes\":%d,\"results\":[\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize);
+  bool first = true;
+  for (const Case& c : cases) {
+    const std::string line = RunCase(c, opt, lt, workspace.ptr, workspace_bytes, prop, rng);
+    std::printf("%s%s\n", first ? "" : ",", line.c_str());
+    std::fflush(stdout);
+    first = false;
+  }
+  std::printf("]}\n");
+  cublasLtDestroy(lt);
+  return 0;
+}

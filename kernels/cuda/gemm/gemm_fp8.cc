@@ -1,0 +1,273 @@
+// Host side of the FP8 GEMM: config strings and heuristics, operand checks the kernel needs,
+// TMA tensor maps (cuTensorMapEncodeTiled through the runtime's driver entry point, so nothing
+// links libcuda), and the launch.
+#include "kernels/cuda/gemm/gemm_fp8.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kerneld/kernels/status_macros.h"
+#include "kernels/cuda/gemm/gemm_fp8_kernel.h"
+
+namespace kd {
+namespace {
+
+using cuda_gemm::KernelMode;
+using cuda_gemm::KernelParams;
+
+template <typename... Parts>
+absl::Status Invalid(Parts&&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(std::forward<Parts>(parts)...));
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn EncodeTiled() {
+  static const EncodeTiledFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return EncodeTiledFn{nullptr};
+    }
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+// A K-major FP8 operand as a TMA map: dims innermost first (K, rows[, groups]), boxes of
+// 128 K-bytes x `box_rows` rows with 128-byte swizzle (what the wgmma descriptors expect).
+// Out-of-bounds rows and columns read as zero.
+absl::StatusOr<CUtensorMap> MakeOperandMap(const Tensor& t, absl::string_view field,
+                                           int box_rows) {
+  const EncodeTiledFn encode = EncodeTiled();
+  if (encode == nullptr) {
+    return absl::InternalError("cuTensorMapEncodeTiled is not available from the CUDA driver");
+  }
+  const int rank = t.rank;
+  cuuint64_t dims[3], strides[2];
+  cuuint32_t box[3] = {static_cast<cuuint32_t>(cuda_gemm::kBlockK),
+                       static_cast<cuuint32_t>(box_rows), 1};
+  cuuint32_t elem_strides[3] = {1, 1, 1};
+  for (int i = 0; i < rank; ++i) dims[i] = static_cast<cuuint64_t>(t.shape[rank - 1 - i]);
+  for (int i = 0; i + 1 < rank; ++i) strides[i] = static_cast<cuuint64_t>(t.strides[rank - 2 - i]);
+  CUtensorMap map;
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, t.data, dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return Invalid(field, ": cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
+                   ") for shape ", t.ShapeString());
+  }
+  return map;
+}
+
+absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {
+    return Invalid(field, " starts at an address that is not a multiple of 16 bytes (TMA)");
+  }
+  for (int i = 0; i + 1 < t.rank; ++i) {
+    if (t.strides[i] % 16 != 0) {
+      return Invalid(field, ".strides[", i, "]=", t.strides[i],
+                     " bytes is not a multiple of 16 (TMA)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInt32(int64_t v, absl::string_view what) {
+  if (v > INT32_MAX) return Invalid(what, "=", v, " exceeds the kernel's 32-bit index range");
+  return absl::OkStatus();
+}
+
+int SmCount() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 132;
+  }
+  return sms;
+}
+
+}  // namespace
+
+std::string GemmConfigToString(const GemmConfig& c) {
+  return absl::StrCat("bm", cuda_gemm::kBlockM, ".bn", c.block_n, ".s", c.stages, ".c", c.cluster,
+                      ".r", c.raster_group, ".p", c.num_ctas);
+}
+
+absl::Status CheckGemmConfig(const GemmConfig& c) {
+  if (c.block_n != 64 && c.block_n != 128) {
+    return Invalid("config.block_n=", c.block_n, " must be 64 or 128");
+  }
+  const bool stages_ok = c.block_n == 128 ? (c.stages >= 4 && c.stages <= 6)
+                                          : (c.stages == 6 || c.stages == 8);
+  if (!stages_ok) {
+    return Invalid("config.stages=", c.stages, " is not built for block_n=", c.block_n,
+                   " (4..6 for 128, 6 or 8 for 64)");
+  }
+  if (c.cluster != 1) return Invalid("config.cluster=", c.cluster, " must be 1 (no multicast)");
+  if (c.raster_group < 1 || c.raster_group > 64) {
+    return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");
+  }
+  if (c.num_ctas < 0 || c.num_ctas > 65535) {
+    return Invalid("config.num_ctas=", c.num_ctas, " must be in 0..65535");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
+  GemmConfig c;
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  if (parts.size() != 6) {
+    return Invalid("config \"", text, "\" must have 6 fields like bm128.bn128.s6.c1.r8.p0");
+  }
+  static constexpr absl::string_view kPrefix[] = {"bm", "bn", "s", "c", "r", "p"};
+  int values[6];
+  for (int i = 0; i < 6; ++i) {
+    absl::string_view field = parts[i];
+    if (!absl::ConsumePrefix(&field, kPrefix[i]) || !absl::SimpleAtoi(field, &values[i])) {
+      return Invalid("config \"", text, "\": field ", i, " must be ", kPrefix[i], "<integer>");
+    }
+  }
+  if (values[0] != cuda_gemm::kBlockM) {
+    return Invalid("config \"", text, "\": block_m must be ", cuda_gemm::kBlockM);
+  }
+  c.block_n = values[1];
+  c.stages = values[2];
+  c.cluster = values[3];
+  c.raster_group = values[4];
+  c.num_ctas = values[5];
+  KD_RETURN_IF_ERROR(CheckGemmConfig(c));
+  return c;
+}
+
+GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device) {
+  int64_t rows = args.a.shape[0], cols = args.b.shape[0], groups = 1;
+  if (args.variant == GemmVariant::kMGroupedNT) cols = args.b.shape[1];
+  if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
+  const int64_t tiles128 = groups * CeilDiv(rows, 128) * CeilDiv(cols, 128);
+  GemmConfig c;
+  // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
+  // 64-wide tiles double the count at a lower per-tile efficiency.
+  if (tiles128 * 4 < static_cast<int64_t>(device.multiProcessorCount) * 3) {
+    c.block_n = 64;
+    c.stages = 8;
+  }
+  return c;
+}
+
+absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {
+  if (args.variant == GemmVariant::kNN) {
+    return absl::UnimplementedError(
+        "gemm variant nn is not implemented on cuda: FP8 wgmma reads only K-major operands; "
+        "pass Wᵀ quantized 128x128 as variant nt");
+  }
+  if (args.a.dtype != DType::kE4M3FN || args.b.dtype != DType::kE4M3FN) {
+    return absl::UnimplementedError(absl::StrCat("the cuda gemm takes e4m3fn operands, not a=",
+                                                 DTypeName(args.a.dtype), " b=",
+                                                 DTypeName(args.b.dtype)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream) {
+  KD_RETURN_IF_ERROR(CudaSupportsGemmFp8(args));
+  KD_RETURN_IF_ERROR(CheckGemmConfig(config));
+  KD_RETURN_IF_ERROR(CheckTmaOperand(args.a, "a"));
+  KD_RETURN_IF_ERROR(CheckTmaOperand(args.b, "b"));
+
+  KernelParams p;
+  p.a_scales = args.a_scales.as<const float>();
+  p.sa_row = args.a_scales.strides[0];
+  p.b_scales = args.b_scales.as<const float>();
+  p.d = args.d.data;
+  p.d_f32 = args.d.dtype == DType::kF32;
+  p.accumulate = args.accumulate;
+  p.raster_group = config.raster_group;
+  const int esize = p.d_f32 ? 4 : 2;
+  switch (args.variant) {
+    case GemmVariant::kNT:
+    case GemmVariant::kTN:
+      p.mode = KernelMode::kDense;
+      p.m = static_cast<int>(args.a.shape[0]);
+      p.n = static_cast<int>(args.b.shape[0]);
+      p.k = static_cast<int>(args.a.shape[1]);
+      p.sb_row = args.b_scales.strides[0];
+      p.b_scale_per_row = args.variant == GemmVariant::kTN;
+      p.d_row = args.d.strides[0];
+      break;
+    case GemmVariant::kMGroupedNT:
+      p.mode = KernelMode::kMGrouped;
+      p.m = static_cast<int>(args.a.shape[0]);
+      p.n = static_cast<int>(args.b.shape[1]);
+      p.k = static_cast<int>(args.a.shape[1]);
+      p.sb_group = args.b_scales.strides[0];
+      p.sb_row = args.b_scales.strides[1];
+      p.d_row = args.d.strides[0];
+      if (args.b.shape[0] > cuda_gemm::kMaxGroups) {
+        return Invalid("b.shape[0]=", args.b.shape[0], " groups exceed the cuda kernel's ",
+                       cuda_gemm::kMaxGroups);
+      }
+      break;
+    case GemmVariant::kKGroupedTN:
+      p.mode = KernelMode::kKGrouped;
+      p.m = static_cast<int>(args.a.shape[0]);
+      p.n = static_cast<int>(args.b.shape[0]);
+      p.k = static_cast<int>(args.a.shape[1]);
+      p.sb_row = args.b_scales.strides[0];
+      p.b_scale_per_row = 1;
+      p.d_group = args.d.strides[0];
+      p.d_row = args.d.strides[1];
+      if (args.d.shape[0] > cuda_gemm::kMaxGroups) {
+        return Invalid("d.shape[0]=", args.d.shape[0], " groups exceed the cuda kernel's ",
+                       cuda_gemm::kMaxGroups);
+      }
+      break;
+    default:
+      return CudaSupportsGemmFp8(args);
+  }
+  KD_RETURN_IF_ERROR(CheckInt32(args.a.shape[0], "a.shape[0]"));
+  KD_RETURN_IF_ERROR(CheckInt32(args.a.shape[1], "a.shape[1]"));
+  KD_RETURN_IF_ERROR(CheckInt32(args.b.shape[args.b.rank - 2], "b rows"));
+  if (args.group_ends.present()) {
+    p.group_ends = args.group_ends.data;
+    p.group_ends_i64 = args.group_ends.dtype == DType::kI64;
+    p.num_groups = static_cast<int>(args.group_ends.shape[0]);
+  }
+  p.d_pairs_aligned = reinterpret_cast<uintptr_t>(p.d) % (2 * esize) == 0 && p.d_row % 2 == 0 &&
+                      p.d_group % 2 == 0;
+
+  KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", cuda_gemm::kBlockM));
+  KD_ASSIGN_OR_RETURN(const CUtensorMap map_b, MakeOperandMap(args.b, "b", config.block_n));
+
+  const int64_t num_n = CeilDiv(p.n, config.block_n);
+  int64_t tiles = CeilDiv(p.m, cuda_gemm::kBlockM) * num_n;
+  if (p.mode == KernelMode::kMGrouped) tiles += static_cast<int64_t>(p.num_groups) * num_n;
+  if (p.mode == KernelMode::kKGrouped) tiles *= p.num_groups;
+  int ctas = config.num_ctas > 0 ? config.num_ctas : SmCount();
+  ctas = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, tiles)));
+
+  const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, config.block_n,
+                                                         config.stages, ctas, stream);
+  if (err != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
+                                            "): ", cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kd

@@ -1,0 +1,69 @@
+// Internal interface between the FP8 GEMM host launcher (gemm_fp8.cc, plain C++) and the
+// kernel translation unit (gemm_fp8_kernel.cu). Not part of the public API.
+#ifndef KERNELD_KERNELS_CUDA_GEMM_GEMM_FP8_KERNEL_H_
+#define KERNELD_KERNELS_CUDA_GEMM_GEMM_FP8_KERNEL_H_
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kd {
+namespace cuda_gemm {
+
+constexpr int kBlockM = 128;  // two consumer warpgroups of 64 rows
+constexpr int kBlockK = 128;  // one scale block per pipeline stage
+constexpr int kMaxGroups = 1024;
+
+// How the kernel walks the problem.
+enum class KernelMode : int {
+  kDense = 0,     // one (m, n) problem; NT (128x128 B scales) or TN (1x128 B scales)
+  kMGrouped = 1,  // rows split by group ends, B and its scales per group
+  kKGrouped = 2,  // reduction split by group ends (multiples of 128), one output per group
+};
+
+// Everything the kernel reads besides the two tensor maps. Element strides unless noted.
+struct KernelParams {
+  KernelMode mode = KernelMode::kDense;
+  int m = 0;  // output rows (T for M-grouped)
+  int n = 0;  // output columns per group
+  int k = 0;  // reduction (all groups' tokens for K-grouped)
+  // Group ends (i32 or i64) in device memory; only the grouped modes read them. The kernel
+  // clamps them to be non-decreasing and within [0, rows] (never out of bounds on bad input).
+  const void* group_ends = nullptr;
+  int group_ends_i64 = 0;
+  int num_groups = 1;
+  // a_scales[row * sa_row + kb]
+  const float* a_scales = nullptr;
+  int64_t sa_row = 0;
+  // Per-row B scales (TN, K-grouped): b_scales[col * sb_row + kb]. 128x128 B scales (NT,
+  // M-grouped): b_scales[group * sb_group + (col / 128) * sb_row + kb].
+  const float* b_scales = nullptr;
+  int64_t sb_row = 0;
+  int64_t sb_group = 0;
+  int b_scale_per_row = 0;
+  // Rows of B per group in the B tensor map (M-grouped: B is viewed as (E*N, K)).
+  int b_rows_per_group = 0;
+  // Output: d[group * d_group + row * d_row + col], bf16 or f32.
+  void* d = nullptr;
+  int64_t d_row = 0;
+  int64_t d_group = 0;
+  int d_f32 = 0;
+  int accumulate = 0;
+  int d_pairs_aligned = 0;  // two adjacent columns may be stored as one 4/8-byte access
+  int raster_group = 8;     // M tiles per band in the tile order (L2 reuse)
+};
+
+// Launches the kernel with tile width `block_n` (64 or 128) and `stages` pipeline stages on
+// `num_ctas` persistent CTAs. Returns the launch error (cudaSuccess when enqueued).
+cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
+                                const CUtensorMap& map_b, int block_n, int stages, int num_ctas,
+                                cudaStream_t stream);
+
+// Dynamic shared memory the kernel needs for this tile width and stage count.
+int GemmFp8SmemBytes(int block_n, int stages);
+
+}  // namespace cuda_gemm
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_CUDA_GEMM_GEMM_FP8_KERNEL_H_

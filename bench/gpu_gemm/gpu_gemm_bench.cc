@@ -88,9 +88,10 @@ Tensor View(void* data, DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
-// One cuBLASLt FP8 matmul D (m,n) row-major = A (m,k) · B (n,k)ᵀ with block scales, written in
-// cuBLASLt's column-major terms as Dᵀ (n,m) = op(B)ᵀ... : its "A" is our B (transposed), its
-// "B" our A.
+// One cuBLASLt block-scaled FP8 matmul on our operands: cuBLASLt's A is our A (m,k) row-major,
+// read as a k x m column-major matrix transposed, with VEC128 (1x128) scales; its B is our B
+// (n,k) row-major, a k x n column-major matrix, with BLK128x128 scales (VEC128 for wgrad). Its
+// column-major m x n result is our D transposed: the same work, written as Dᵀ.
 class LtGemm {
  public:
   ~LtGemm() {
@@ -101,7 +102,8 @@ class LtGemm {
     if (desc_) cublasLtMatmulDescDestroy(desc_);
   }
   bool Init(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, bool weight_blocks,
-            void* workspace, size_t workspace_bytes) {
+            const float* a_scales, const float* b_scales, void* workspace,
+            size_t workspace_bytes) {
     lt_ = lt;
     workspace_ = workspace;
     workspace_bytes_ = workspace_bytes;
@@ -111,16 +113,18 @@ class LtGemm {
                                                   sizeof(ta)));
     BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
                                                   sizeof(tb)));
-    const int32_t a_mode = weight_blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                         : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const cublasLtMatmulMatrixScale_t b_mode = weight_blocks
+                                                   ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                                   : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
     BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
                                                   &a_mode, sizeof(a_mode)));
     BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
                                                   &b_mode, sizeof(b_mode)));
-    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, k, n, k));
-    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, k, m, k));
-    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, n, m, n));
+    if (!SetScales(a_scales, b_scales)) return false;
+    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, k, m, k));
+    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, k, n, k));
+    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, m, n, m));
     BENCH_CHECK_LT(cublasLtMatmulPreferenceCreate(&pref_));
     BENCH_CHECK_LT(cublasLtMatmulPreferenceSetAttribute(
         pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
@@ -133,15 +137,16 @@ class LtGemm {
     algo_ = result.algo;
     return true;
   }
-  // a: our A (m,k) with its scales, b: our B (n,k) with its scales.
-  bool Run(const void* a, const float* a_scales, const void* b, const float* b_scales, void* d,
-           cudaStream_t stream) {
+  bool SetScales(const float* a_scales, const float* b_scales) {
     BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                  &b_scales, sizeof(b_scales)));
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                   &a_scales, sizeof(a_scales)));
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                  &b_scales, sizeof(b_scales)));
+    return true;
+  }
+  bool Run(const void* a, const void* b, void* d, cudaStream_t stream) {
     const float alpha = 1.0f, beta = 0.0f;
-    BENCH_CHECK_LT(cublasLtMatmul(lt_, desc_, &alpha, b, a_, a, b_, &beta, d, d_, d, d_, &algo_,
+    BENCH_CHECK_LT(cublasLtMatmul(lt_, desc_, &alpha, a, a_, b, b_, &beta, d, d_, d, d_, &algo_,
                                   workspace_, workspace_bytes_, stream));
     return true;
   }
@@ -249,15 +254,16 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   };
   // The peer: one cuBLASLt matmul per group (one for the dense cases).
   LtGemm peer;
-  const bool peer_ok = peer.Init(lt, c.m, c.n, c.k, c.variant != GemmVariant::kTN, workspace,
-                                 workspace_bytes);
+  const bool peer_ok =
+      peer.Init(lt, c.m, c.n, c.k, c.variant != GemmVariant::kTN,
+                static_cast<const float*>(a_scales.ptr), static_cast<const float*>(b_scales.ptr),
+                workspace, workspace_bytes);
   auto cublas = [&](int s) {
     for (int64_t g = 0; g < c.groups; ++g) {
       const uint8_t* ga = static_cast<const uint8_t*>(a[s]->ptr) + g * c.m * c.k;
       const uint8_t* gb = static_cast<const uint8_t*>(b[s]->ptr) + g * c.n * c.k;
       void* gd = static_cast<uint16_t*>(d_peer.ptr) + g * c.m * c.n;
-      if (!peer.Run(ga, static_cast<const float*>(a_scales.ptr), gb,
-                    static_cast<const float*>(b_scales.ptr), gd, nullptr)) {
+      if (!peer.Run(ga, gb, gd, nullptr)) {
         ok = false;
       }
     }
@@ -295,9 +301,12 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     BENCH_CHECK_CUDA(cudaMemcpy(y.data(), d_peer.ptr, y.size() * 2, cudaMemcpyDeviceToHost));
     max_rel = 0;
     for (size_t i = 0; i < x.size(); ++i) {
-      const double u = fp8::BF16ToFloat(x[i]), v = fp8::BF16ToFloat(y[i]);
-      const double r = std::fabs(u - v) / (std::fabs(v) + 1.0);
-      if (!(r <= max_rel)) max_rel = std::isnan(r) ? INFINITY : r;
+      // Ours is row-major (groups*m, n); the peer wrote each group's D transposed.
+      const int64_t g = i / (c.m * c.n), row = (i / c.n) % c.m, col = i % c.n;
+      const double u = fp8::BF16ToFloat(x[i]);
+      const double v = fp8::BF16ToFloat(y[g * c.m * c.n + col * c.m + row]);
+      const double rel = std::fabs(u - v) / (std::fabs(v) + 1.0);
+      if (!(rel <= max_rel)) max_rel = std::isnan(rel) ? INFINITY : rel;
     }
   }
   cudaEventDestroy(start);

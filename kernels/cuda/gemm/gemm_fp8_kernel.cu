@@ -106,9 +106,6 @@ __device__ __forceinline__ void WgmmaFence() {
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void WgmmaWaitAll() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-}
 // Keeps the compiler from moving reads of an accumulator register across a wgmma wait.
 __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
@@ -253,6 +250,80 @@ __device__ __forceinline__ void StorePair(const KernelParams& p, char* base, int
   }
 }
 
+// ---- Consumer pieces ------------------------------------------------------------------------
+
+template <int kStages>
+__device__ __forceinline__ void Advance(int& stage, uint32_t& phase) {
+  if (++stage == kStages) {
+    stage = 0;
+    phase ^= 1;
+  }
+}
+
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Issues one K block (four k32 steps) of half `kHalf` of the tile's columns for this
+// warpgroup's 64 rows into `part` (overwritten), as one commit group.
+template <int kBlockN, int kHalf>
+__device__ __forceinline__ void IssueHalf(float (&part)[kBlockN / 4], const uint8_t* tiles_a,
+                                          const uint8_t* tiles_b, int stage, int consumer) {
+  constexpr int kHalfN = kBlockN / 2;
+  const uint32_t a_addr = SmemAddr(tiles_a + stage * kTileABytes) + consumer * 64 * kBlockK;
+  const uint32_t b_addr =
+      SmemAddr(tiles_b + stage * kBlockN * kBlockK) + kHalf * kHalfN * kBlockK;
+#pragma unroll
+  for (int i = 0; i < kBlockN / 4; ++i) FenceOperand(part[i]);
+  WgmmaFence();
+#pragma unroll
+  for (int k = 0; k < kBlockK / 32; ++k) {
+    if constexpr (kHalfN == 64) {
+      WgmmaM64N64K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
+    } else {
+      WgmmaM64N32K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
+    }
+  }
+  WgmmaCommit();
+}
+
+// acc(half) += part * a_scale(row) * b_scale (per column for 1x128 B scales), once the wgmmas
+// that wrote `part` completed.
+template <int kBlockN, int kHalf>
+__device__ __forceinline__ void PromoteHalf(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 4],
+                                            const float* sa, const float* sb,
+                                            int b_scale_per_row, int row_in_tile,
+                                            int col_in_frag) {
+  constexpr int kQuarter = kBlockN / 4;  // registers per half
+#pragma unroll
+  for (int i = 0; i < kQuarter; ++i) FenceOperand(part[i]);
+  float* out = acc + kHalf * kQuarter;
+  const float scale_a0 = sa[row_in_tile];
+  const float scale_a1 = sa[row_in_tile + 8];
+  if (b_scale_per_row) {
+    const float* sbh = sb + kHalf * (kBlockN / 2);
+#pragma unroll
+    for (int j = 0; j < kQuarter / 4; ++j) {
+      const float2 b = *reinterpret_cast<const float2*>(sbh + 8 * j + col_in_frag);
+      out[4 * j + 0] += part[4 * j + 0] * (scale_a0 * b.x);
+      out[4 * j + 1] += part[4 * j + 1] * (scale_a0 * b.y);
+      out[4 * j + 2] += part[4 * j + 2] * (scale_a1 * b.x);
+      out[4 * j + 3] += part[4 * j + 3] * (scale_a1 * b.y);
+    }
+  } else {
+    const float scale0 = scale_a0 * sb[0];
+    const float scale1 = scale_a1 * sb[0];
+#pragma unroll
+    for (int j = 0; j < kQuarter / 4; ++j) {
+      out[4 * j + 0] += part[4 * j + 0] * scale0;
+      out[4 * j + 1] += part[4 * j + 1] * scale0;
+      out[4 * j + 2] += part[4 * j + 2] * scale1;
+      out[4 * j + 3] += part[4 * j + 3] * scale1;
+    }
+  }
+}
+
 // ---- The kernel -----------------------------------------------------------------------------
 
 template <int kBlockN, int kStages>
@@ -378,56 +449,41 @@ __global__ void __launch_bounds__(kThreads, 1)
       float acc[kAcc];
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-      for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
+      // The tile's columns are issued as two halves, each its own commit group, so that one
+      // half is always on the tensor core while the other is promoted: block i's low half is
+      // promoted while its high half runs, then block i+1's low half is issued before block i's
+      // high half is promoted.
+      float part_lo[kAcc / 2], part_hi[kAcc / 2];
+      const int blocks = tile.kb_end - tile.kb_begin;
+      int cur = stage;
+      if (blocks > 0) {
         BarrierWait(&full[stage], phase);
-        const uint32_t a_addr =
-            SmemAddr(tiles_a + stage * kTileABytes) + consumer * 64 * kBlockK;
-        const uint32_t b_addr = SmemAddr(tiles_b + stage * L::kTileBBytes);
-        float part[kAcc];
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) FenceOperand(part[i]);
-        WgmmaFence();
-#pragma unroll
-        for (int k = 0; k < kBlockK / 32; ++k) {
-          if constexpr (kBlockN == 128) {
-            WgmmaM64N128K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
-          } else {
-            WgmmaM64N64K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
-          }
-        }
-        WgmmaCommit();
-        WgmmaWaitAll();
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) FenceOperand(part[i]);
-        const float* sa = scales_a + stage * kBlockM;
-        const float* sb = scales_b + stage * kBlockN;
-        const float scale_a0 = sa[row_in_tile];
-        const float scale_a1 = sa[row_in_tile + 8];
-        if (p.b_scale_per_row) {
-#pragma unroll
-          for (int j = 0; j < kBlockN / 8; ++j) {
-            const float2 b = *reinterpret_cast<const float2*>(sb + 8 * j + col_in_frag);
-            acc[4 * j + 0] += part[4 * j + 0] * (scale_a0 * b.x);
-            acc[4 * j + 1] += part[4 * j + 1] * (scale_a0 * b.y);
-            acc[4 * j + 2] += part[4 * j + 2] * (scale_a1 * b.x);
-            acc[4 * j + 3] += part[4 * j + 3] * (scale_a1 * b.y);
-          }
+        IssueHalf<kBlockN, 0>(part_lo, tiles_a, tiles_b, stage, consumer);
+        IssueHalf<kBlockN, 1>(part_hi, tiles_a, tiles_b, stage, consumer);
+        Advance<kStages>(stage, phase);
+      }
+      for (int i = 0; i < blocks; ++i) {
+        const float* sa = scales_a + cur * kBlockM;
+        const float* sb = scales_b + cur * kBlockN;
+        WgmmaWait<1>();
+        PromoteHalf<kBlockN, 0>(acc, part_lo, sa, sb, p.b_scale_per_row, row_in_tile,
+                                col_in_frag);
+        const bool more = i + 1 < blocks;
+        if (more) {
+          BarrierWait(&full[stage], phase);
+          IssueHalf<kBlockN, 0>(part_lo, tiles_a, tiles_b, stage, consumer);
+          WgmmaWait<1>();
         } else {
-          const float scale0 = scale_a0 * sb[0];
-          const float scale1 = scale_a1 * sb[0];
-#pragma unroll
-          for (int j = 0; j < kBlockN / 8; ++j) {
-            acc[4 * j + 0] += part[4 * j + 0] * scale0;
-            acc[4 * j + 1] += part[4 * j + 1] * scale0;
-            acc[4 * j + 2] += part[4 * j + 2] * scale1;
-            acc[4 * j + 3] += part[4 * j + 3] * scale1;
-          }
+          WgmmaWait<0>();
         }
+        PromoteHalf<kBlockN, 1>(acc, part_hi, sa, sb, p.b_scale_per_row, row_in_tile,
+                                col_in_frag);
         __syncwarp();
-        if (lane == 0) BarrierArrive(&empty[stage]);
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
+        if (lane == 0) BarrierArrive(&empty[cur]);
+        if (more) {
+          IssueHalf<kBlockN, 1>(part_hi, tiles_a, tiles_b, stage, consumer);
+          cur = stage;
+          Advance<kStages>(stage, phase);
         }
       }
 

@@ -4,10 +4,12 @@
 //
 // Budget (GPU vs CPU): the tensor core sums FP8 products inside a 128-wide block with fewer bits
 // than fp32 (about 14 kept, by DeepSeek-V3's report for Hopper), which is why the kernel promotes
-// each block to fp32. Per element |gpu - cpu| <= 2^-11 * S + 2^-7 * |cpu| (+ 2^-22 * |prior| when
+// each block to fp32. Per element |gpu - cpu| <= 2^-9 * S + 2^-7 * |cpu| (+ 2^-22 * |prior| when
 // accumulating), where S is the same GEMM over |a|, |b| (the size of the terms) and the second
 // term covers both sides' bf16 rounding; norm-wise ||gpu - cpu|| / ||cpu|| <= 2e-3 (f32 output)
-// or 8e-3 (bf16 output).
+// or 8e-3 (bf16 output). Seen on an H100: gaussian inputs stay under 2^-11 * S; with one ±448
+// outlier per block (the small products are aligned to the outlier's exponent and lose their low
+// bits inside the tensor core) a few elements reach about 2^-10.9 * S, hence 2^-9.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -119,7 +121,7 @@ void CheckAgainstCpu(HostOp& op, const GemmConfig& config) {
   std::string first;
   for (size_t i = 0; i < got.size(); ++i) {
     const double before = prior.empty() ? 0.0 : prior[i];
-    double bound = std::ldexp(s[i], -11) + std::ldexp(std::fabs(want[i]), -7);
+    double bound = std::ldexp(s[i], -9) + std::ldexp(std::fabs(want[i]), -7);
     bound += std::ldexp(std::fabs(before), -22);
     const double err = std::fabs(got[i] - want[i]);
     err2 += err * err;

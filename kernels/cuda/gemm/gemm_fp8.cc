@@ -105,19 +105,26 @@ int SmCount() {
 }  // namespace
 
 std::string GemmConfigToString(const GemmConfig& c) {
-  return absl::StrCat("bm", cuda_gemm::kBlockM, ".bn", c.block_n, ".s", c.stages, ".c", c.cluster,
+  return absl::StrCat("bm", c.block_m, ".bn", c.block_n, ".s", c.stages, ".c", c.cluster,
                       ".r", c.raster_group, ".p", c.num_ctas);
 }
 
 absl::Status CheckGemmConfig(const GemmConfig& c) {
+  if (c.block_m != 128 && c.block_m != 192) {
+    return Invalid("config.block_m=", c.block_m, " must be 128 or 192");
+  }
   if (c.block_n != 64 && c.block_n != 128) {
     return Invalid("config.block_n=", c.block_n, " must be 64 or 128");
   }
-  const bool stages_ok = c.block_n == 128 ? (c.stages >= 4 && c.stages <= 6)
-                                          : (c.stages == 6 || c.stages == 8);
+  if (c.block_m == 192 && c.block_n != 128) {
+    return Invalid("config.block_n=", c.block_n, " is not built with block_m=192 (only 128)");
+  }
+  bool stages_ok = c.stages >= 4 && c.stages <= 6;
+  if (c.block_n == 64) stages_ok = c.stages == 6 || c.stages == 8;
+  if (c.block_m == 192) stages_ok = c.stages == 4 || c.stages == 5;
   if (!stages_ok) {
-    return Invalid("config.stages=", c.stages, " is not built for block_n=", c.block_n,
-                   " (4..6 for 128, 6 or 8 for 64)");
+    return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
+                   " tile (128x128: 4..6, 128x64: 6 or 8, 192x128: 4 or 5)");
   }
   if (c.cluster != 1) return Invalid("config.cluster=", c.cluster, " must be 1 (no multicast)");
   if (c.raster_group < 1 || c.raster_group > 64) {
@@ -143,9 +150,7 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
       return Invalid("config \"", text, "\": field ", i, " must be ", kPrefix[i], "<integer>");
     }
   }
-  if (values[0] != cuda_gemm::kBlockM) {
-    return Invalid("config \"", text, "\": block_m must be ", cuda_gemm::kBlockM);
-  }
+  c.block_m = values[0];
   c.block_n = values[1];
   c.stages = values[2];
   c.cluster = values[3];
@@ -251,18 +256,19 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   p.d_pairs_aligned = reinterpret_cast<uintptr_t>(p.d) % (2 * esize) == 0 && p.d_row % 2 == 0 &&
                       p.d_group % 2 == 0;
 
-  KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", cuda_gemm::kBlockM));
+  KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", config.block_m));
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_b, MakeOperandMap(args.b, "b", config.block_n));
 
   const int64_t num_n = CeilDiv(p.n, config.block_n);
-  int64_t tiles = CeilDiv(p.m, cuda_gemm::kBlockM) * num_n;
+  int64_t tiles = CeilDiv(p.m, config.block_m) * num_n;
   if (p.mode == KernelMode::kMGrouped) tiles += static_cast<int64_t>(p.num_groups) * num_n;
   if (p.mode == KernelMode::kKGrouped) tiles *= p.num_groups;
   int ctas = config.num_ctas > 0 ? config.num_ctas : SmCount();
   ctas = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, tiles)));
 
-  const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, config.block_n,
-                                                         config.stages, ctas, stream);
+  const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, config.block_m,
+                                                         config.block_n, config.stages, ctas,
+                                                         stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

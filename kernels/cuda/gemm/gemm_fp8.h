@@ -25,16 +25,18 @@
 
 namespace kd {
 
-// The tunable choices of the kernel. The tile is always 128 rows (two consumer warpgroups).
+// The tunable choices of the kernel. Tiles built: 128x128 (stages 4..6), 128x64 (stages 6 or 8)
+// and 192x128 (stages 4 or 5); each consumer warpgroup owns 64 rows.
 struct GemmConfig {
+  int block_m = 128;     // tile rows: 128 or 192
   int block_n = 128;     // tile columns: 64 or 128
-  int stages = 6;        // shared-memory pipeline depth: 4..6 for block_n 128, 6 or 8 for 64
+  int stages = 6;        // shared-memory pipeline depth
   int cluster = 1;       // CTAs per cluster; only 1 (no TMA multicast yet)
   int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
   int num_ctas = 0;      // persistent CTAs; 0 = one per SM
 
   bool operator==(const GemmConfig& o) const {
-    return block_n == o.block_n && stages == o.stages && cluster == o.cluster &&
+    return block_m == o.block_m && block_n == o.block_n && stages == o.stages && cluster == o.cluster &&
            raster_group == o.raster_group && num_ctas == o.num_ctas;
   }
 };

@@ -1,15 +1,16 @@
 // Blockwise-scaled FP8 GEMM for sm_90a: D = sum over 128-wide K blocks of
 // (A_blk · B_blkᵀ) * a_scale * b_scale, fp32 accumulation, bf16 or f32 output.
 //
-// Structure (one persistent CTA per SM, 384 threads):
-//   warpgroup 0, the producer (registers cut to 56 with setmaxnreg): warp 0 issues the TMA
-//     loads of the A and B tiles of each K block into a ring of shared-memory stages; warp 1
-//     copies the matching scales with cp.async. Both complete on the stage's "full" mbarrier.
-//   warpgroups 1 and 2, the consumers (registers raised to 224): each owns 64 rows of the
-//     128-row tile. Per K block it issues four wgmma m64nNk32 (QGMMA) into a fresh fp32
-//     partial sum, waits for them, multiplies the partial by a_scale(row) * b_scale and adds it
-//     to the tile's fp32 accumulator ("promotion": the per-block scale is applied outside the
-//     tensor core, whose own FP8 accumulation keeps fewer bits), then frees the stage.
+// Structure (one persistent CTA per SM, 128 * (1 + kBlockM / 64) threads):
+//   warpgroup 0, the producer (registers cut with setmaxnreg): warp 0 issues the TMA loads of
+//     the A and B tiles of each K block into a ring of shared-memory stages; warp 1 copies the
+//     matching scales with cp.async. Both complete on the stage's "full" mbarrier.
+//   warpgroups 1.., the consumers (registers raised): each owns 64 rows of the tile. Per K
+//     block it issues four wgmma m64nNk32 (QGMMA) into a fresh fp32 partial sum, waits for
+//     them, multiplies the partial by a_scale(row) * b_scale and adds it to the tile's fp32
+//     accumulator ("promotion": the per-block scale is applied outside the tensor core, whose
+//     own FP8 accumulation keeps fewer bits), then frees the stage. While one warpgroup
+//     promotes, the others' wgmmas keep the tensor core busy.
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue.
@@ -24,14 +25,21 @@ namespace kd {
 namespace cuda_gemm {
 namespace {
 
-constexpr int kThreads = 384;
-constexpr int kProducerRegs = 56;
-constexpr int kConsumerRegs = 224;
-constexpr int kTileABytes = kBlockM * kBlockK;  // e4m3: one byte per element
 // Producer warp 1 (32 lanes, one cp.async arrive each) plus the TMA thread's expect_tx arrive.
 constexpr int kFullArrivals = 1 + 32;
-// Every consumer warp arrives once when it is done with a stage.
-constexpr int kEmptyArrivals = 8;
+
+// Threads and the setmaxnreg split for a tile of kBlockM rows (64 per consumer warpgroup).
+// NOTE: the register file is 64K 32-bit registers per SM and one CTA runs per SM; the
+// producer needs few, so the consumers get the rest (a multiple of 8).
+template <int kBlockM>
+struct Roles {
+  static constexpr int kConsumers = kBlockM / 64;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kProducerRegs = kConsumers == 2 ? 56 : 24;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 224 : 160;
+  static constexpr int kEmptyArrivals = 4 * kConsumers;  // one per consumer warp
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+};
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
 
@@ -144,7 +152,7 @@ __device__ __forceinline__ void Raster(int t, int num_m, int num_n, int band, in
   ni = r / rows;
 }
 
-template <int kBlockN>
+template <int kBlockM, int kBlockN>
 struct Scheduler {
   const KernelParams& p;
   const GroupTable& groups;
@@ -201,7 +209,7 @@ struct Scheduler {
 
 // Reads and clamps the group ends (non-decreasing, within [0, rows]) and, for M-grouped, counts
 // each group's tiles. Called by the whole CTA; ends with __syncthreads.
-template <int kBlockN>
+template <int kBlockM, int kBlockN>
 __device__ void BuildGroupTable(const KernelParams& p, GroupTable& table) {
   const int rows = p.mode == KernelMode::kKGrouped ? p.k : p.m;
   for (int g = threadIdx.x; g < p.num_groups; g += blockDim.x) {
@@ -265,69 +273,64 @@ __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
-// Issues one K block (four k32 steps) of half `kHalf` of the tile's columns for this
-// warpgroup's 64 rows into `part` (overwritten), as one commit group.
-template <int kBlockN, int kHalf>
-__device__ __forceinline__ void IssueHalf(float (&part)[kBlockN / 4], const uint8_t* tiles_a,
-                                          const uint8_t* tiles_b, int stage, int consumer) {
-  constexpr int kHalfN = kBlockN / 2;
-  const uint32_t a_addr = SmemAddr(tiles_a + stage * kTileABytes) + consumer * 64 * kBlockK;
-  const uint32_t b_addr =
-      SmemAddr(tiles_b + stage * kBlockN * kBlockK) + kHalf * kHalfN * kBlockK;
+// Issues one K block (four k32 steps) for this warpgroup's 64 rows and all kBlockN columns into
+// `part` (overwritten), as one commit group.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], const uint8_t* tiles_a,
+                                           const uint8_t* tiles_b, int stage, int consumer) {
+  const uint32_t a_addr = SmemAddr(tiles_a + stage * kBlockM * kBlockK) + consumer * 64 * kBlockK;
+  const uint32_t b_addr = SmemAddr(tiles_b + stage * kBlockN * kBlockK);
 #pragma unroll
-  for (int i = 0; i < kBlockN / 4; ++i) FenceOperand(part[i]);
+  for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
   WgmmaFence();
 #pragma unroll
   for (int k = 0; k < kBlockK / 32; ++k) {
-    if constexpr (kHalfN == 64) {
-      WgmmaM64N64K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
+    if constexpr (kBlockN == 128) {
+      WgmmaM64N128K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
     } else {
-      WgmmaM64N32K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
+      WgmmaM64N64K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
     }
   }
   WgmmaCommit();
 }
 
-// acc(half) += part * a_scale(row) * b_scale (per column for 1x128 B scales), once the wgmmas
-// that wrote `part` completed.
-template <int kBlockN, int kHalf>
-__device__ __forceinline__ void PromoteHalf(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 4],
-                                            const float* sa, const float* sb,
-                                            int b_scale_per_row, int row_in_tile,
-                                            int col_in_frag) {
-  constexpr int kQuarter = kBlockN / 4;  // registers per half
+// acc += part * a_scale(row) * b_scale (per column for 1x128 B scales), once the wgmmas that
+// wrote `part` completed.
+template <int kBlockN>
+__device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
+                                        const float* sa, const float* sb, int b_scale_per_row,
+                                        int row_in_tile, int col_in_frag) {
 #pragma unroll
-  for (int i = 0; i < kQuarter; ++i) FenceOperand(part[i]);
-  float* out = acc + kHalf * kQuarter;
+  for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
   const float scale_a0 = sa[row_in_tile];
   const float scale_a1 = sa[row_in_tile + 8];
   if (b_scale_per_row) {
-    const float* sbh = sb + kHalf * (kBlockN / 2);
 #pragma unroll
-    for (int j = 0; j < kQuarter / 4; ++j) {
-      const float2 b = *reinterpret_cast<const float2*>(sbh + 8 * j + col_in_frag);
-      out[4 * j + 0] += part[4 * j + 0] * (scale_a0 * b.x);
-      out[4 * j + 1] += part[4 * j + 1] * (scale_a0 * b.y);
-      out[4 * j + 2] += part[4 * j + 2] * (scale_a1 * b.x);
-      out[4 * j + 3] += part[4 * j + 3] * (scale_a1 * b.y);
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      const float2 b = *reinterpret_cast<const float2*>(sb + 8 * j + col_in_frag);
+      acc[4 * j + 0] += part[4 * j + 0] * (scale_a0 * b.x);
+      acc[4 * j + 1] += part[4 * j + 1] * (scale_a0 * b.y);
+      acc[4 * j + 2] += part[4 * j + 2] * (scale_a1 * b.x);
+      acc[4 * j + 3] += part[4 * j + 3] * (scale_a1 * b.y);
     }
   } else {
     const float scale0 = scale_a0 * sb[0];
     const float scale1 = scale_a1 * sb[0];
 #pragma unroll
-    for (int j = 0; j < kQuarter / 4; ++j) {
-      out[4 * j + 0] += part[4 * j + 0] * scale0;
-      out[4 * j + 1] += part[4 * j + 1] * scale0;
-      out[4 * j + 2] += part[4 * j + 2] * scale1;
-      out[4 * j + 3] += part[4 * j + 3] * scale1;
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      acc[4 * j + 0] += part[4 * j + 0] * scale0;
+      acc[4 * j + 1] += part[4 * j + 1] * scale0;
+      acc[4 * j + 2] += part[4 * j + 2] * scale1;
+      acc[4 * j + 3] += part[4 * j + 3] * scale1;
     }
   }
 }
 
 // ---- The kernel -----------------------------------------------------------------------------
 
-template <int kBlockN, int kStages>
+template <int kBlockM, int kBlockN, int kStages>
 struct SmemLayout {
+  static constexpr int kTileABytes = kBlockM * kBlockK;  // e4m3: one byte per element
   static constexpr int kTileBBytes = kBlockN * kBlockK;
   static constexpr int kA = 0;
   static constexpr int kB = kA + kStages * kTileABytes;
@@ -340,12 +343,14 @@ struct SmemLayout {
   static constexpr int kBytes = kGroups + static_cast<int>(sizeof(GroupTable)) + 1024;
 };
 
-template <int kBlockN, int kStages>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kBlockM, int kBlockN, int kStages>
+__global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p,
                   const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_b) {
-  using L = SmemLayout<kBlockN, kStages>;
+  using L = SmemLayout<kBlockM, kBlockN, kStages>;
+  using R = Roles<kBlockM>;
+  constexpr int kTileABytes = L::kTileABytes;
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(
@@ -365,20 +370,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       BarrierInit(&full[s], kFullArrivals);
-      BarrierInit(&empty[s], kEmptyArrivals);
+      BarrierInit(&empty[s], R::kEmptyArrivals);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   if (p.mode != KernelMode::kDense) {
-    BuildGroupTable<kBlockN>(p, groups);
+    BuildGroupTable<kBlockM, kBlockN>(p, groups);
   } else {
     __syncthreads();
   }
-  const Scheduler<kBlockN> sched(p, groups);
+  const Scheduler<kBlockM, kBlockN> sched(p, groups);
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R::kProducerRegs));
     int stage = 0;
     uint32_t phase = 0;
     if (warp == 0) {
@@ -438,7 +443,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
     const int consumer = warpgroup - 1;
     const int row_in_tile = consumer * 64 + (warp % 4) * 16 + lane / 4;
     const int col_in_frag = 2 * (lane % 4);
@@ -449,42 +454,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       float acc[kAcc];
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-      // The tile's columns are issued as two halves, each its own commit group, so that one
-      // half is always on the tensor core while the other is promoted: block i's low half is
-      // promoted while its high half runs, then block i+1's low half is issued before block i's
-      // high half is promoted.
-      float part_lo[kAcc / 2], part_hi[kAcc / 2];
-      const int blocks = tile.kb_end - tile.kb_begin;
-      int cur = stage;
-      if (blocks > 0) {
+      float part[kAcc];
+      for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
         BarrierWait(&full[stage], phase);
-        IssueHalf<kBlockN, 0>(part_lo, tiles_a, tiles_b, stage, consumer);
-        IssueHalf<kBlockN, 1>(part_hi, tiles_a, tiles_b, stage, consumer);
-        Advance<kStages>(stage, phase);
-      }
-      for (int i = 0; i < blocks; ++i) {
-        const float* sa = scales_a + cur * kBlockM;
-        const float* sb = scales_b + cur * kBlockN;
-        WgmmaWait<1>();
-        PromoteHalf<kBlockN, 0>(acc, part_lo, sa, sb, p.b_scale_per_row, row_in_tile,
-                                col_in_frag);
-        const bool more = i + 1 < blocks;
-        if (more) {
-          BarrierWait(&full[stage], phase);
-          IssueHalf<kBlockN, 0>(part_lo, tiles_a, tiles_b, stage, consumer);
-          WgmmaWait<1>();
-        } else {
-          WgmmaWait<0>();
-        }
-        PromoteHalf<kBlockN, 1>(acc, part_hi, sa, sb, p.b_scale_per_row, row_in_tile,
-                                col_in_frag);
+        IssueBlock<kBlockM, kBlockN>(part, tiles_a, tiles_b, stage, consumer);
+        WgmmaWait<0>();
+        Promote<kBlockN>(acc, part, scales_a + stage * kBlockM, scales_b + stage * kBlockN,
+                         p.b_scale_per_row, row_in_tile, col_in_frag);
         __syncwarp();
-        if (lane == 0) BarrierArrive(&empty[cur]);
-        if (more) {
-          IssueHalf<kBlockN, 1>(part_hi, tiles_a, tiles_b, stage, consumer);
-          cur = stage;
-          Advance<kStages>(stage, phase);
-        }
+        if (lane == 0) BarrierArrive(&empty[stage]);
+        Advance<kStages>(stage, phase);
       }
 
       // K-grouped writes one output matrix per group; the other modes index rows globally.
@@ -506,14 +485,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int kBlockN, int kStages>
+template <int kBlockM, int kBlockN, int kStages>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    int num_ctas, cudaStream_t stream) {
-  constexpr int kSmem = SmemLayout<kBlockN, kStages>::kBytes;
+  constexpr int kSmem = SmemLayout<kBlockM, kBlockN, kStages>::kBytes;
   constexpr int kMaxDevices = 64;
   // The shared-memory opt-in is per device; set it once per device rather than per launch.
   static std::atomic<bool> configured[kMaxDevices];
-  auto* kernel = &GemmFp8Kernel<kBlockN, kStages>;
+  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages>;
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
@@ -522,31 +501,37 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
     if (err != cudaSuccess) return err;
     if (device < kMaxDevices) configured[device].store(true, std::memory_order_release);
   }
-  kernel<<<num_ctas, kThreads, kSmem, stream>>>(params, map_a, map_b);
+  kernel<<<num_ctas, Roles<kBlockM>::kThreads, kSmem, stream>>>(params, map_a, map_b);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-int GemmFp8SmemBytes(int block_n, int stages) {
-  const int per_stage = kTileABytes + block_n * kBlockK + (kBlockM + block_n) * 4 + 16;
+int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
+  const int per_stage = (block_m + block_n) * kBlockK + (block_m + block_n) * 4 + 16;
   return stages * per_stage + static_cast<int>(sizeof(GroupTable)) + 1024;
 }
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
-                                const CUtensorMap& map_b, int block_n, int stages, int num_ctas,
-                                cudaStream_t stream) {
-  if (block_n == 128) {
+                                const CUtensorMap& map_b, int block_m, int block_n, int stages,
+                                int num_ctas, cudaStream_t stream) {
+  if (block_m == 128 && block_n == 128) {
     switch (stages) {
-      case 4: return Launch<128, 4>(params, map_a, map_b, num_ctas, stream);
-      case 5: return Launch<128, 5>(params, map_a, map_b, num_ctas, stream);
-      case 6: return Launch<128, 6>(params, map_a, map_b, num_ctas, stream);
+      case 4: return Launch<128, 128, 4>(params, map_a, map_b, num_ctas, stream);
+      case 5: return Launch<128, 128, 5>(params, map_a, map_b, num_ctas, stream);
+      case 6: return Launch<128, 128, 6>(params, map_a, map_b, num_ctas, stream);
       default: break;
     }
-  } else if (block_n == 64) {
+  } else if (block_m == 128 && block_n == 64) {
     switch (stages) {
-      case 6: return Launch<64, 6>(params, map_a, map_b, num_ctas, stream);
-      case 8: return Launch<64, 8>(params, map_a, map_b, num_ctas, stream);
+      case 6: return Launch<128, 64, 6>(params, map_a, map_b, num_ctas, stream);
+      case 8: return Launch<128, 64, 8>(params, map_a, map_b, num_ctas, stream);
+      default: break;
+    }
+  } else if (block_m == 192 && block_n == 128) {
+    switch (stages) {
+      case 4: return Launch<192, 128, 4>(params, map_a, map_b, num_ctas, stream);
+      case 5: return Launch<192, 128, 5>(params, map_a, map_b, num_ctas, stream);
       default: break;
     }
   }

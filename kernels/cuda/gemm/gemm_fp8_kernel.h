@@ -11,7 +11,6 @@
 namespace kd {
 namespace cuda_gemm {
 
-constexpr int kBlockM = 128;  // two consumer warpgroups of 64 rows
 constexpr int kBlockK = 128;  // one scale block per pipeline stage
 constexpr int kMaxGroups = 1024;
 
@@ -54,14 +53,15 @@ struct KernelParams {
   int raster_group = 8;     // M tiles per band in the tile order (L2 reuse)
 };
 
-// Launches the kernel with tile width `block_n` (64 or 128) and `stages` pipeline stages on
-// `num_ctas` persistent CTAs. Returns the launch error (cudaSuccess when enqueued).
+// Launches the kernel with a `block_m` x `block_n` tile (128x128, 128x64 or 192x128; 64 rows per
+// consumer warpgroup) and `stages` pipeline stages on `num_ctas` persistent CTAs. Returns the
+// launch error (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
-                                const CUtensorMap& map_b, int block_n, int stages, int num_ctas,
-                                cudaStream_t stream);
+                                const CUtensorMap& map_b, int block_m, int block_n, int stages,
+                                int num_ctas, cudaStream_t stream);
 
-// Dynamic shared memory the kernel needs for this tile width and stage count.
-int GemmFp8SmemBytes(int block_n, int stages);
+// Dynamic shared memory the kernel needs for this tile and stage count.
+int GemmFp8SmemBytes(int block_m, int block_n, int stages);
 
 }  // namespace cuda_gemm
 }  // namespace kd

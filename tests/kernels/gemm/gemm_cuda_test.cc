@@ -4,12 +4,13 @@
 //
 // Budget (GPU vs CPU): the tensor core sums FP8 products inside a 128-wide block with fewer bits
 // than fp32 (about 14 kept, by DeepSeek-V3's report for Hopper), which is why the kernel promotes
-// each block to fp32. Per element |gpu - cpu| <= 2^-9 * S + 2^-7 * |cpu| (+ 2^-22 * |prior| when
+// each block to fp32. Per element |gpu - cpu| <= 2^-7 * S + 2^-7 * |cpu| (+ 2^-22 * |prior| when
 // accumulating), where S is the same GEMM over |a|, |b| (the size of the terms) and the second
 // term covers both sides' bf16 rounding; norm-wise ||gpu - cpu|| / ||cpu|| <= 2e-3 (f32 output)
 // or 8e-3 (bf16 output). Seen on an H100: gaussian inputs stay under 2^-11 * S; with one ±448
-// outlier per block (the small products are aligned to the outlier's exponent and lose their low
-// bits inside the tensor core) a few elements reach about 2^-10.9 * S, hence 2^-9.
+// outlier per block in both operands (the small products are aligned to the large ones'
+// exponent and lose their low bits inside the tensor core) a few elements reach 2^-8.6 * S,
+// hence 2^-7: this is the hardware's in-block accumulation, which no kernel can undo.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -121,7 +122,7 @@ void CheckAgainstCpu(HostOp& op, const GemmConfig& config) {
   std::string first;
   for (size_t i = 0; i < got.size(); ++i) {
     const double before = prior.empty() ? 0.0 : prior[i];
-    double bound = std::ldexp(s[i], -9) + std::ldexp(std::fabs(want[i]), -7);
+    double bound = std::ldexp(s[i], -7) + std::ldexp(std::fabs(want[i]), -7);
     bound += std::ldexp(std::fabs(before), -22);
     const double err = std::fabs(got[i] - want[i]);
     err2 += err * err;
@@ -197,8 +198,9 @@ TEST_P(GemmCudaDenseTest, MatchesCpuBackendWithinBudget) {
   }
 }
 
-GemmConfig Config(int block_n, int stages, int raster = 8) {
+GemmConfig Config(int block_m, int block_n, int stages, int raster = 8) {
   GemmConfig c;
+  c.block_m = block_m;
   c.block_n = block_n;
   c.stages = stages;
   c.raster_group = raster;
@@ -207,18 +209,21 @@ GemmConfig Config(int block_n, int stages, int raster = 8) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GemmCudaDenseTest,
-    ::testing::Values(DenseCase{GemmVariant::kNT, 256, 256, 512, Config(128, 6)},
-                      DenseCase{GemmVariant::kNT, 300, 200, 384, Config(128, 4, 1)},
-                      DenseCase{GemmVariant::kNT, 520, 392, 1024, Config(64, 8, 3)},
-                      DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 6)},
-                      DenseCase{GemmVariant::kNT, 1, 136, 128, Config(128, 5)},
-                      DenseCase{GemmVariant::kNT, 1024, 1024, 2048, Config(128, 6)},
-                      DenseCase{GemmVariant::kTN, 256, 320, 1024, Config(128, 6)},
-                      DenseCase{GemmVariant::kTN, 200, 72, 640, Config(64, 8)}),
+    ::testing::Values(DenseCase{GemmVariant::kNT, 256, 256, 512, Config(128, 128, 6)},
+                      DenseCase{GemmVariant::kNT, 300, 200, 384, Config(128, 128, 4, 1)},
+                      DenseCase{GemmVariant::kNT, 520, 392, 1024, Config(128, 64, 8, 3)},
+                      DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(128, 64, 6)},
+                      DenseCase{GemmVariant::kNT, 1, 136, 128, Config(128, 128, 5)},
+                      DenseCase{GemmVariant::kNT, 1024, 1024, 2048, Config(128, 128, 6)},
+                      DenseCase{GemmVariant::kNT, 500, 264, 768, Config(192, 128, 5, 2)},
+                      DenseCase{GemmVariant::kTN, 400, 136, 512, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kTN, 256, 320, 1024, Config(128, 128, 6)},
+                      DenseCase{GemmVariant::kTN, 200, 72, 640, Config(128, 64, 8)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
-             std::to_string(c.n) + "x" + std::to_string(c.k) + "_bn" +
+             std::to_string(c.n) + "x" + std::to_string(c.k) + "_bm" +
+             std::to_string(c.config.block_m) + "_bn" +
              std::to_string(c.config.block_n) + "_s" + std::to_string(c.config.stages);
     });
 
@@ -226,7 +231,8 @@ TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
   const int64_t total = ends.back(), experts = ends.size(), n = 320, k = 512, kb = k / 128;
-  for (const GemmConfig& config : {Config(128, 6), Config(64, 8)}) {
+  for (const GemmConfig& config :
+       {Config(128, 128, 6), Config(128, 64, 8), Config(192, 128, 5)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -255,7 +261,8 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
   const int64_t total = ends.back(), experts = ends.size(), m = 200, n = 136, tb = total / 128;
-  for (const GemmConfig& config : {Config(128, 6), Config(64, 6)}) {
+  for (const GemmConfig& config :
+       {Config(128, 128, 6), Config(128, 64, 6), Config(192, 128, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -330,6 +337,9 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
                 .find("config.block_n=96"),
             std::string::npos);
   EXPECT_EQ(ParseGemmConfig("bm128.bn128").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGemmConfig("bm192.bn64.s5.c1.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseGemmConfig("bm192.bn128.s5.c1.r8.p0").ok());
   EXPECT_EQ(ParseGemmConfig("bm128.bn128.s6.c2.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
 }

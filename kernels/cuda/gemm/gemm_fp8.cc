@@ -110,23 +110,21 @@ std::string GemmConfigToString(const GemmConfig& c) {
 }
 
 absl::Status CheckGemmConfig(const GemmConfig& c) {
-  if (c.block_m != 128 && c.block_m != 192) {
-    return Invalid("config.block_m=", c.block_m, " must be 128 or 192");
-  }
+  if (c.block_m != 128) return Invalid("config.block_m=", c.block_m, " must be 128");
   if (c.block_n != 64 && c.block_n != 128) {
     return Invalid("config.block_n=", c.block_n, " must be 64 or 128");
   }
-  if (c.block_m == 192 && c.block_n != 128) {
-    return Invalid("config.block_n=", c.block_n, " is not built with block_m=192 (only 128)");
+  if (c.cluster != 1 && c.cluster != 2) {
+    return Invalid("config.cluster=", c.cluster, " must be 1 or 2");
   }
-  bool stages_ok = c.stages >= 4 && c.stages <= 6;
-  if (c.block_n == 64) stages_ok = c.stages == 6 || c.stages == 8;
-  if (c.block_m == 192) stages_ok = c.stages == 4 || c.stages == 5;
+  bool stages_ok;
+  if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
+  else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
   if (!stages_ok) {
     return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
-                   " tile (128x128: 4..6, 128x64: 6 or 8, 192x128: 4 or 5)");
+                   " tile with cluster ", c.cluster,
+                   " (128x128: 4..6, 5..6 in clusters of 2; 128x64: 6 or 8, 8 in clusters of 2)");
   }
-  if (c.cluster != 1) return Invalid("config.cluster=", c.cluster, " must be 1 (no multicast)");
   if (c.raster_group < 1 || c.raster_group > 64) {
     return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");
   }
@@ -165,6 +163,7 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
   if (args.variant == GemmVariant::kMGroupedNT) cols = args.b.shape[1];
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const int64_t tiles128 = groups * CeilDiv(rows, 128) * CeilDiv(cols, 128);
+  const bool dense = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kTN;
   GemmConfig c;
   // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
   // 64-wide tiles double the count at a lower per-tile efficiency.
@@ -172,6 +171,10 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
     c.block_n = 64;
     c.stages = 8;
   }
+  // NOTE: L2-to-SM bandwidth, not the tensor core, bounds a 128x128 FP8 tile; a pair of
+  // M-adjacent CTAs fetching one B tile between them (TMA multicast) cuts a quarter of it.
+  if (dense && rows > 128) c.cluster = 2;
+  if (c.cluster == 2 && c.block_n == 128 && c.stages < 5) c.stages = 5;
   return c;
 }
 
@@ -257,7 +260,10 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
                       p.d_group % 2 == 0;
 
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", config.block_m));
-  KD_ASSIGN_OR_RETURN(const CUtensorMap map_b, MakeOperandMap(args.b, "b", config.block_n));
+  // Clusters pair M-adjacent tiles of one dense problem; the grouped modes run unpaired.
+  const int cluster = p.mode == KernelMode::kDense ? config.cluster : 1;
+  KD_ASSIGN_OR_RETURN(const CUtensorMap map_b,
+                      MakeOperandMap(args.b, "b", config.block_n / cluster));
 
   const int64_t num_n = CeilDiv(p.n, config.block_n);
   int64_t tiles = CeilDiv(p.m, config.block_m) * num_n;
@@ -265,10 +271,11 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   if (p.mode == KernelMode::kKGrouped) tiles *= p.num_groups;
   int ctas = config.num_ctas > 0 ? config.num_ctas : SmCount();
   ctas = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, tiles)));
+  if (cluster > 1 && ctas < cluster) ctas = cluster;
 
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, config.block_m,
-                                                         config.block_n, config.stages, ctas,
-                                                         stream);
+                                                         config.block_n, config.stages, cluster,
+                                                         ctas, stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

@@ -25,13 +25,15 @@
 
 namespace kd {
 
-// The tunable choices of the kernel. Tiles built: 128x128 (stages 4..6), 128x64 (stages 6 or 8)
-// and 192x128 (stages 4 or 5); each consumer warpgroup owns 64 rows.
+// The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
+// 2) and 128x64 tiles with 6 or 8 stages (8 in clusters of 2); each of the two consumer
+// warpgroups owns 64 rows.
 struct GemmConfig {
-  int block_m = 128;     // tile rows: 128 or 192
+  int block_m = 128;     // tile rows: 128
   int block_n = 128;     // tile columns: 64 or 128
   int stages = 6;        // shared-memory pipeline depth
-  int cluster = 1;       // CTAs per cluster; only 1 (no TMA multicast yet)
+  int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
+                         // B tile once (TMA multicast). NT and TN only; grouped variants run 1.
   int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
   int num_ctas = 0;      // persistent CTAs; 0 = one per SM
 

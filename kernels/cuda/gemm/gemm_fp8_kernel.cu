@@ -16,6 +16,7 @@
 // overlap this tile's epilogue.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
@@ -95,6 +96,40 @@ __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, uin
       : "memory");
 }
 
+// The B half this CTA loads lands in every CTA of the cluster (`mask`), completing on the
+// barrier at the same shared-memory offset in each.
+__device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const CUtensorMap* map,
+                                                   uint64_t* bar, int c0, int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(SmemAddr(bar)), "h"(mask)
+      : "memory");
+}
+
+// Arrives on the barrier at `bar`'s offset in CTA `cta` of this cluster.
+__device__ __forceinline__ void BarrierArriveCluster(uint64_t* bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(SmemAddr(bar)),
+      "r"(cta)
+      : "memory");
+}
+
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" :::
+                   "memory");
+}
+
 // 4-byte asynchronous copy; `valid` false writes zero without reading `src`.
 __device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(SmemAddr(dst)), "l"(src),
@@ -152,21 +187,24 @@ __device__ __forceinline__ void Raster(int t, int num_m, int num_n, int band, in
   ni = r / rows;
 }
 
-template <int kBlockM, int kBlockN>
+// Work item t of this CTA. With a cluster of kCluster CTAs (dense mode only), a work item is
+// kCluster M-adjacent tiles sharing one N tile; CTA `rank` of the cluster takes the rank-th.
+template <int kBlockM, int kBlockN, int kCluster>
 struct Scheduler {
   const KernelParams& p;
   const GroupTable& groups;
+  int rank;
   int num_n;
   int num_m;
   int total;
 
-  __device__ Scheduler(const KernelParams& params, const GroupTable& table)
-      : p(params), groups(table) {
+  __device__ Scheduler(const KernelParams& params, const GroupTable& table, int cta_rank)
+      : p(params), groups(table), rank(cta_rank) {
     num_n = (p.n + kBlockN - 1) / kBlockN;
     num_m = (p.m + kBlockM - 1) / kBlockM;
     if (p.mode == KernelMode::kMGrouped) total = groups.tile_start[p.num_groups];
     else if (p.mode == KernelMode::kKGrouped) total = p.num_groups * num_m * num_n;
-    else total = num_m * num_n;
+    else total = (num_m + kCluster - 1) / kCluster * num_n;
   }
 
   __device__ Tile Get(int t) const {
@@ -197,8 +235,8 @@ struct Scheduler {
       tile.kb_begin = groups.begin[g] / kBlockK;
       tile.kb_end = groups.begin[g + 1] / kBlockK;
     } else {
-      Raster(t, num_m, num_n, p.raster_group, mi, ni);
-      tile.m0 = mi * kBlockM;
+      Raster(t, (num_m + kCluster - 1) / kCluster, num_n, p.raster_group, mi, ni);
+      tile.m0 = (mi * kCluster + rank) * kBlockM;
       tile.row_end = p.m;
       tile.kb_end = p.k / kBlockK;
     }
@@ -343,7 +381,7 @@ struct SmemLayout {
   static constexpr int kBytes = kGroups + static_cast<int>(sizeof(GroupTable)) + 1024;
 };
 
-template <int kBlockM, int kBlockN, int kStages>
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p,
                   const __grid_constant__ CUtensorMap map_a,
@@ -370,7 +408,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       BarrierInit(&full[s], kFullArrivals);
-      BarrierInit(&empty[s], R::kEmptyArrivals);
+      BarrierInit(&empty[s], R::kEmptyArrivals * kCluster);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -380,7 +418,13 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   } else {
     __syncthreads();
   }
-  const Scheduler<kBlockM, kBlockN> sched(p, groups);
+  // The peer CTA multicasts into this CTA's stages and arrives on its barriers: both must be
+  // initialised cluster-wide first.
+  if constexpr (kCluster > 1) ClusterSync();
+  const uint32_t rank = kCluster > 1 ? ClusterRank() : 0;
+  const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
+  const int first_work = blockIdx.x / kCluster;
+  const int work_stride = gridDim.x / kCluster;
 
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R::kProducerRegs));
@@ -390,7 +434,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
       if (lane == 0) {
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)));
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)));
-        for (int t = blockIdx.x; t < sched.total; t += gridDim.x) {
+        for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
           for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
             BarrierWait(&empty[stage], phase ^ 1);
@@ -399,6 +443,11 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             if (p.mode == KernelMode::kMGrouped) {
               TmaLoad3d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
                         tile.n0, tile.group);
+            } else if constexpr (kCluster > 1) {
+              constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
+              TmaLoad2dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
+                                 &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
+                                 static_cast<uint16_t>((1u << kCluster) - 1));
             } else {
               TmaLoad2d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
                         tile.n0);
@@ -411,7 +460,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         }
       }
     } else if (warp == 1) {
-      for (int t = blockIdx.x; t < sched.total; t += gridDim.x) {
+      for (int t = first_work; t < sched.total; t += work_stride) {
         const Tile tile = sched.Get(t);
         for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
           BarrierWait(&empty[stage], phase ^ 1);
@@ -449,7 +498,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     const int col_in_frag = 2 * (lane % 4);
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = blockIdx.x; t < sched.total; t += gridDim.x) {
+    for (int t = first_work; t < sched.total; t += work_stride) {
       const Tile tile = sched.Get(t);
       float acc[kAcc];
 #pragma unroll
@@ -462,7 +511,15 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         Promote<kBlockN>(acc, part, scales_a + stage * kBlockM, scales_b + stage * kBlockN,
                          p.b_scale_per_row, row_in_tile, col_in_frag);
         __syncwarp();
-        if (lane == 0) BarrierArrive(&empty[stage]);
+        if (lane == 0) {
+          if constexpr (kCluster > 1) {
+            // Both CTAs' producers write this stage (their B halves): free it in each.
+#pragma unroll
+            for (int c = 0; c < kCluster; ++c) BarrierArriveCluster(&empty[stage], c);
+          } else {
+            BarrierArrive(&empty[stage]);
+          }
+        }
         Advance<kStages>(stage, phase);
       }
 
@@ -483,26 +540,58 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
       }
     }
   }
+  // No CTA may leave while its peer can still arrive on its barriers or write its stages.
+  if constexpr (kCluster > 1) {
+    __syncwarp();
+    ClusterSync();
+  }
 }
 
-template <int kBlockM, int kBlockN, int kStages>
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    int num_ctas, cudaStream_t stream) {
   constexpr int kSmem = SmemLayout<kBlockM, kBlockN, kStages>::kBytes;
+  constexpr int kThreadsPerCta = Roles<kBlockM>::kThreads;
   constexpr int kMaxDevices = 64;
-  // The shared-memory opt-in is per device; set it once per device rather than per launch.
-  static std::atomic<bool> configured[kMaxDevices];
-  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages>;
+  // Per device, once: the shared-memory opt-in, and how many clusters fit on the chip at once
+  // (a persistent grid larger than that would run its last clusters after the others).
+  static std::atomic<int> max_ctas[kMaxDevices];
+  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>;
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
-  if (device >= kMaxDevices || !configured[device].load(std::memory_order_acquire)) {
+  int limit = device < kMaxDevices ? max_ctas[device].load(std::memory_order_acquire) : 0;
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kCluster;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.blockDim = dim3(kThreadsPerCta, 1, 1);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  if (limit == 0) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
-    if (device < kMaxDevices) configured[device].store(true, std::memory_order_release);
+    int sms = 0;
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    limit = sms;
+    if (kCluster > 1) {
+      config.gridDim = dim3(sms / kCluster * kCluster, 1, 1);
+      int clusters = 0;
+      err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+      if (err != cudaSuccess) return err;
+      limit = std::max(1, clusters) * kCluster;
+    }
+    if (device < kMaxDevices) max_ctas[device].store(limit, std::memory_order_release);
   }
-  kernel<<<num_ctas, Roles<kBlockM>::kThreads, kSmem, stream>>>(params, map_a, map_b);
-  return cudaGetLastError();
+  num_ctas = std::min(num_ctas, limit);
+  num_ctas = std::max(kCluster, num_ctas / kCluster * kCluster);
+  config.gridDim = dim3(num_ctas, 1, 1);
+  return cudaLaunchKernelEx(&config, kernel, params, map_a, map_b);
 }
 
 }  // namespace
@@ -514,27 +603,20 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
-                                int num_ctas, cudaStream_t stream) {
-  if (block_m == 128 && block_n == 128) {
-    switch (stages) {
-      case 4: return Launch<128, 128, 4>(params, map_a, map_b, num_ctas, stream);
-      case 5: return Launch<128, 128, 5>(params, map_a, map_b, num_ctas, stream);
-      case 6: return Launch<128, 128, 6>(params, map_a, map_b, num_ctas, stream);
-      default: break;
-    }
-  } else if (block_m == 128 && block_n == 64) {
-    switch (stages) {
-      case 6: return Launch<128, 64, 6>(params, map_a, map_b, num_ctas, stream);
-      case 8: return Launch<128, 64, 8>(params, map_a, map_b, num_ctas, stream);
-      default: break;
-    }
-  } else if (block_m == 192 && block_n == 128) {
-    switch (stages) {
-      case 4: return Launch<192, 128, 4>(params, map_a, map_b, num_ctas, stream);
-      case 5: return Launch<192, 128, 5>(params, map_a, map_b, num_ctas, stream);
-      default: break;
-    }
+                                int cluster, int num_ctas, cudaStream_t stream) {
+#define KD_GEMM_CASE(BM, BN, S, C)                                               \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C) {           \
+    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, stream);         \
   }
+  KD_GEMM_CASE(128, 128, 4, 1)
+  KD_GEMM_CASE(128, 128, 5, 1)
+  KD_GEMM_CASE(128, 128, 6, 1)
+  KD_GEMM_CASE(128, 128, 5, 2)
+  KD_GEMM_CASE(128, 128, 6, 2)
+  KD_GEMM_CASE(128, 64, 6, 1)
+  KD_GEMM_CASE(128, 64, 8, 1)
+  KD_GEMM_CASE(128, 64, 8, 2)
+#undef KD_GEMM_CASE
   return cudaErrorInvalidValue;
 }
 

@@ -53,12 +53,15 @@ struct KernelParams {
   int raster_group = 8;     // M tiles per band in the tile order (L2 reuse)
 };
 
-// Launches the kernel with a `block_m` x `block_n` tile (128x128, 128x64 or 192x128; 64 rows per
-// consumer warpgroup) and `stages` pipeline stages on `num_ctas` persistent CTAs. Returns the
-// launch error (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
+// Launches the kernel with a `block_m` x `block_n` tile, `stages` pipeline stages and clusters
+// of `cluster` CTAs (2: M-adjacent tiles share their B tile through TMA multicast; dense mode
+// only, and map_b's box must then be block_n / 2 rows) on at most `num_ctas` persistent CTAs
+// (fewer when fewer fit at once). Built: 128x128 with 4..6 stages (cluster 1) or 5..6
+// (cluster 2), 128x64 with 6 or 8 (cluster 1) or 8 (cluster 2). Returns the launch error
+// (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
-                                int num_ctas, cudaStream_t stream);
+                                int cluster, int num_ctas, cudaStream_t stream);
 
 // Dynamic shared memory the kernel needs for this tile and stage count.
 int GemmFp8SmemBytes(int block_m, int block_n, int stages);

@@ -198,8 +198,9 @@ TEST_P(GemmCudaDenseTest, MatchesCpuBackendWithinBudget) {
   }
 }
 
-GemmConfig Config(int block_m, int block_n, int stages, int raster = 8) {
+GemmConfig Config(int block_m, int block_n, int stages, int raster = 8, int cluster = 1) {
   GemmConfig c;
+  c.cluster = cluster;
   c.block_m = block_m;
   c.block_n = block_n;
   c.stages = stages;
@@ -215,15 +216,17 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(128, 64, 6)},
                       DenseCase{GemmVariant::kNT, 1, 136, 128, Config(128, 128, 5)},
                       DenseCase{GemmVariant::kNT, 1024, 1024, 2048, Config(128, 128, 6)},
-                      DenseCase{GemmVariant::kNT, 500, 264, 768, Config(192, 128, 5, 2)},
-                      DenseCase{GemmVariant::kTN, 400, 136, 512, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kNT, 500, 264, 768, Config(128, 128, 5, 2, 2)},
+                      DenseCase{GemmVariant::kNT, 1100, 1000, 1024, Config(128, 128, 6, 3, 2)},
+                      DenseCase{GemmVariant::kNT, 200, 4096, 256, Config(128, 64, 8, 8, 2)},
+                      DenseCase{GemmVariant::kTN, 400, 136, 512, Config(128, 128, 6, 8, 2)},
                       DenseCase{GemmVariant::kTN, 256, 320, 1024, Config(128, 128, 6)},
                       DenseCase{GemmVariant::kTN, 200, 72, 640, Config(128, 64, 8)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
              std::to_string(c.n) + "x" + std::to_string(c.k) + "_bm" +
-             std::to_string(c.config.block_m) + "_bn" +
+             std::to_string(c.config.block_m) + "_c" + std::to_string(c.config.cluster) + "_bn" +
              std::to_string(c.config.block_n) + "_s" + std::to_string(c.config.stages);
     });
 
@@ -232,7 +235,7 @@ TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
   const int64_t total = ends.back(), experts = ends.size(), n = 320, k = 512, kb = k / 128;
   for (const GemmConfig& config :
-       {Config(128, 128, 6), Config(128, 64, 8), Config(192, 128, 5)}) {
+       {Config(128, 128, 6), Config(128, 64, 8), Config(128, 128, 6, 8, 2)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -262,7 +265,7 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
   const int64_t total = ends.back(), experts = ends.size(), m = 200, n = 136, tb = total / 128;
   for (const GemmConfig& config :
-       {Config(128, 128, 6), Config(128, 64, 6), Config(192, 128, 4)}) {
+       {Config(128, 128, 6), Config(128, 64, 6), Config(128, 128, 5, 8, 2)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -337,10 +340,12 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
                 .find("config.block_n=96"),
             std::string::npos);
   EXPECT_EQ(ParseGemmConfig("bm128.bn128").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseGemmConfig("bm192.bn64.s5.c1.r8.p0").status().code(),
+  EXPECT_EQ(ParseGemmConfig("bm192.bn128.s5.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(ParseGemmConfig("bm192.bn128.s5.c1.r8.p0").ok());
-  EXPECT_EQ(ParseGemmConfig("bm128.bn128.s6.c2.r8.p0").status().code(),
+  EXPECT_EQ(ParseGemmConfig("bm128.bn64.s6.c2.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseGemmConfig("bm128.bn128.s6.c2.r8.p0").ok());
+  EXPECT_EQ(ParseGemmConfig("bm128.bn128.s6.c4.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -317,7 +317,8 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   std::string out = absl::StrCat("{\"name\":\"", c.name, "\",\"variant\":\"",
                                  GemmVariantName(c.variant), "\",\"m\":", c.m, ",\"n\":", c.n,
                                  ",\"k\":", c.k, ",\"groups\":", c.groups, ",\"config\":\"",
-                                 GemmConfigToString(config), "\",\"rotating_sets\":", sets,
+                                 GemmConfigToString(config), "\",\"resident_ctas\":",
+                                 GemmFp8ResidentCtas(config), ",\"rotating_sets\":", sets,
                                  ",\"launches_per_sample\":", per_sample);
   if (!ok || err != cudaSuccess) {
     absl::StrAppend(&out, ",\"error\":\"", err != cudaSuccess ? cudaGetErrorString(err) : "launch",

@@ -93,15 +93,6 @@ absl::Status CheckInt32(int64_t v, absl::string_view what) {
   return absl::OkStatus();
 }
 
-int SmCount() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    return 132;
-  }
-  return sms;
-}
-
 }  // namespace
 
 std::string GemmConfigToString(const GemmConfig& c) {
@@ -192,6 +183,12 @@ absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {
   return absl::OkStatus();
 }
 
+int GemmFp8ResidentCtas(const GemmConfig& config) {
+  if (!CheckGemmConfig(config).ok()) return 0;
+  return cuda_gemm::GemmFp8ResidentCtas(config.block_m, config.block_n, config.stages,
+                                        config.cluster);
+}
+
 absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream) {
   KD_RETURN_IF_ERROR(CudaSupportsGemmFp8(args));
   KD_RETURN_IF_ERROR(CheckGemmConfig(config));
@@ -269,13 +266,11 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   int64_t tiles = CeilDiv(p.m, config.block_m) * num_n;
   if (p.mode == KernelMode::kMGrouped) tiles += static_cast<int64_t>(p.num_groups) * num_n;
   if (p.mode == KernelMode::kKGrouped) tiles *= p.num_groups;
-  int ctas = config.num_ctas > 0 ? config.num_ctas : SmCount();
-  ctas = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, tiles)));
-  if (cluster > 1 && ctas < cluster) ctas = cluster;
-
+  const int max_useful =
+      static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, config.block_m,
                                                          config.block_n, config.stages, cluster,
-                                                         ctas, stream);
+                                                         config.num_ctas, max_useful, stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

@@ -35,7 +35,7 @@ struct GemmConfig {
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
                          // B tile once (TMA multicast). NT and TN only; grouped variants run 1.
   int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
-  int num_ctas = 0;      // persistent CTAs; 0 = one per SM
+  int num_ctas = 0;      // persistent CTAs; 0 = as many as fit at once (one per SM)
 
   bool operator==(const GemmConfig& o) const {
     return block_m == o.block_m && block_n == o.block_n && stages == o.stages && cluster == o.cluster &&
@@ -60,6 +60,10 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
 // take, UNIMPLEMENTED for variants or dtypes it does not run, INTERNAL for a CUDA error at
 // launch (the kernel's own faults surface at the next synchronisation).
 absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream);
+
+// How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one
+// GPC, so with clusters this can be below the SM count); 0 for a bad config or a CUDA error.
+int GemmFp8ResidentCtas(const GemmConfig& config);
 
 // OK when LaunchGemmFp8 runs this op (variant and dtypes), else UNIMPLEMENTED saying why.
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args);

@@ -548,50 +548,65 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
 }
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>
-cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
-                   int num_ctas, cudaStream_t stream) {
-  constexpr int kSmem = SmemLayout<kBlockM, kBlockN, kStages>::kBytes;
-  constexpr int kThreadsPerCta = Roles<kBlockM>::kThreads;
+cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cudaStream_t stream) {
+  cluster->id = cudaLaunchAttributeClusterDimension;
+  cluster->val.clusterDim.x = kCluster;
+  cluster->val.clusterDim.y = 1;
+  cluster->val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(num_ctas, 1, 1);
+  config.blockDim = dim3(Roles<kBlockM>::kThreads, 1, 1);
+  config.dynamicSmemBytes = SmemLayout<kBlockM, kBlockN, kStages>::kBytes;
+  config.stream = stream;
+  config.attrs = cluster;
+  config.numAttrs = 1;
+  return config;
+}
+
+// CTAs of this instantiation that fit on the current device at once (whole clusters), after
+// opting in to its shared memory; cached per device. 0 with `err` set on failure.
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+int ResidentCtas(cudaError_t& err) {
   constexpr int kMaxDevices = 64;
-  // Per device, once: the shared-memory opt-in, and how many clusters fit on the chip at once
-  // (a persistent grid larger than that would run its last clusters after the others).
-  static std::atomic<int> max_ctas[kMaxDevices];
+  static std::atomic<int> cached[kMaxDevices];
   auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>;
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return 0;
+  int resident = device < kMaxDevices ? cached[device].load(std::memory_order_acquire) : 0;
+  if (resident > 0) return resident;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            SmemLayout<kBlockM, kBlockN, kStages>::kBytes);
+  if (err != cudaSuccess) return 0;
+  int sms = 0;
+  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return 0;
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config =
+      LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(sms / kCluster * kCluster, &cluster, 0);
+  int clusters = 0;
+  err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+  if (err != cudaSuccess) return 0;
+  resident = std::max(1, clusters) * kCluster;
+  if (device < kMaxDevices) cached[device].store(resident, std::memory_order_release);
+  return resident;
+}
+
+// `num_ctas` <= 0 launches as many CTAs as fit at once; otherwise exactly that many (rounded to
+// whole clusters).
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
+                   int num_ctas, int max_useful, cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
   if (err != cudaSuccess) return err;
-  int limit = device < kMaxDevices ? max_ctas[device].load(std::memory_order_acquire) : 0;
-  cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kCluster;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.blockDim = dim3(kThreadsPerCta, 1, 1);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  if (limit == 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (err != cudaSuccess) return err;
-    int sms = 0;
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess) return err;
-    limit = sms;
-    if (kCluster > 1) {
-      config.gridDim = dim3(sms / kCluster * kCluster, 1, 1);
-      int clusters = 0;
-      err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
-      if (err != cudaSuccess) return err;
-      limit = std::max(1, clusters) * kCluster;
-    }
-    if (device < kMaxDevices) max_ctas[device].store(limit, std::memory_order_release);
-  }
-  num_ctas = std::min(num_ctas, limit);
+  if (num_ctas <= 0) num_ctas = std::min(resident, max_useful);
   num_ctas = std::max(kCluster, num_ctas / kCluster * kCluster);
-  config.gridDim = dim3(num_ctas, 1, 1);
-  return cudaLaunchKernelEx(&config, kernel, params, map_a, map_b);
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config =
+      LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(num_ctas, &cluster, stream);
+  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, params,
+                            map_a, map_b);
 }
 
 }  // namespace
@@ -601,23 +616,39 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   return stages * per_stage + static_cast<int>(sizeof(GroupTable)) + 1024;
 }
 
+#define KD_GEMM_INSTANCES(X) \
+  X(128, 128, 4, 1)            \
+  X(128, 128, 5, 1)            \
+  X(128, 128, 6, 1)            \
+  X(128, 128, 5, 2)            \
+  X(128, 128, 6, 2)            \
+  X(128, 64, 6, 1)             \
+  X(128, 64, 8, 1)             \
+  X(128, 64, 8, 2)
+
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
-                                int cluster, int num_ctas, cudaStream_t stream) {
-#define KD_GEMM_CASE(BM, BN, S, C)                                               \
-  if (block_m == BM && block_n == BN && stages == S && cluster == C) {           \
-    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, stream);         \
+                                int cluster, int num_ctas, int max_useful_ctas,
+                                cudaStream_t stream) {
+#define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
+    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, stream);     \
   }
-  KD_GEMM_CASE(128, 128, 4, 1)
-  KD_GEMM_CASE(128, 128, 5, 1)
-  KD_GEMM_CASE(128, 128, 6, 1)
-  KD_GEMM_CASE(128, 128, 5, 2)
-  KD_GEMM_CASE(128, 128, 6, 2)
-  KD_GEMM_CASE(128, 64, 6, 1)
-  KD_GEMM_CASE(128, 64, 8, 1)
-  KD_GEMM_CASE(128, 64, 8, 2)
-#undef KD_GEMM_CASE
+  KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
+#undef KD_GEMM_LAUNCH
   return cudaErrorInvalidValue;
+}
+
+int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster) {
+  cudaError_t err = cudaSuccess;
+#define KD_GEMM_RESIDENT(BM, BN, S, C)                                \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C) { \
+    const int n = ResidentCtas<BM, BN, S, C>(err);                    \
+    return err == cudaSuccess ? n : 0;                                \
+  }
+  KD_GEMM_INSTANCES(KD_GEMM_RESIDENT)
+#undef KD_GEMM_RESIDENT
+  return 0;
 }
 
 }  // namespace cuda_gemm

@@ -113,7 +113,7 @@ __device__ __forceinline__ void BarrierArriveCluster(uint64_t* bar, uint32_t cta
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(SmemAddr(bar)),
       "r"(cta)
       : "memory");
@@ -514,8 +514,11 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         if (lane == 0) {
           if constexpr (kCluster > 1) {
             // Both CTAs' producers write this stage (their B halves): free it in each.
+            BarrierArrive(&empty[stage]);
 #pragma unroll
-            for (int c = 0; c < kCluster; ++c) BarrierArriveCluster(&empty[stage], c);
+            for (int c = 1; c < kCluster; ++c) {
+              BarrierArriveCluster(&empty[stage], (rank + c) % kCluster);
+            }
           } else {
             BarrierArrive(&empty[stage]);
           }

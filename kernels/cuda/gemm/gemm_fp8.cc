@@ -154,7 +154,6 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
   if (args.variant == GemmVariant::kMGroupedNT) cols = args.b.shape[1];
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const int64_t tiles128 = groups * CeilDiv(rows, 128) * CeilDiv(cols, 128);
-  const bool dense = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kTN;
   GemmConfig c;
   // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
   // 64-wide tiles double the count at a lower per-tile efficiency.
@@ -162,9 +161,8 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
     c.block_n = 64;
     c.stages = 8;
   }
-  // Clusters of 2 (B multicast) stay off by default: measured slower on an H100 so far
-  // (bench/RESULTS.md); the autotuner may still pick them.
-  (void)dense;
+  // Clusters of 2 (B multicast) stay off by default: on an H100 they were no faster (the kernel
+  // is not bound by L2 traffic; bench/RESULTS.md); the autotuner may still pick them.
   return c;
 }
 

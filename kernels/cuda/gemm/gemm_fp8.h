@@ -5,7 +5,7 @@
 //   NT, TN, M-grouped NT, K-grouped TN: supported, e4m3fn operands.
 //   NN: UNIMPLEMENTED here (FP8 wgmma reads only K-major operands; W needs a transposed copy).
 // Alignment: the base address and row stride of a and b must be multiples of 16 bytes (TMA);
-// M-grouped takes at most 1024 groups. d may have any row stride.
+// The grouped variants take at most 1024 groups. d may have any row stride.
 // Group ends are read by the kernel on the device, without a host synchronisation; the kernel
 // clamps them (non-decreasing, within [0, rows]) so a bad tensor can never make it access
 // memory out of bounds, but it does not report them: a caller that needs INVALID_ARGUMENT for
@@ -38,8 +38,8 @@ struct GemmConfig {
   int num_ctas = 0;      // persistent CTAs; 0 = as many as fit at once (one per SM)
 
   bool operator==(const GemmConfig& o) const {
-    return block_m == o.block_m && block_n == o.block_n && stages == o.stages && cluster == o.cluster &&
-           raster_group == o.raster_group && num_ctas == o.num_ctas;
+    return block_m == o.block_m && block_n == o.block_n && stages == o.stages &&
+           cluster == o.cluster && raster_group == o.raster_group && num_ctas == o.num_ctas;
   }
 };
 

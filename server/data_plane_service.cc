@@ -365,6 +365,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     batch.backend = binder.backend();
     batch.device = binder.device();
     batch.async = completion.mode() == v1::Completion::ASYNC;
+    batch.session_id = session_id;
     if (batch.async && completion.signal_event().empty()) {
       return call.Finish(absl::InvalidArgumentError("completion.signal_event is required with ASYNC completion"));
     }

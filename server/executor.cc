@@ -78,6 +78,22 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
     else ++ops_failed_;
     batch.done(status, total->load());
   };
+  if (!batch.session_id.empty()) {
+    absl::Status earlier;
+    {
+      std::lock_guard<std::mutex> lock(async_errors_->mu);
+      auto it = async_errors_->by_session.find(batch.session_id);
+      if (it != async_errors_->by_session.end()) {
+        earlier = std::move(it->second);
+        async_errors_->by_session.erase(it);
+      }
+    }
+    if (!earlier.ok()) {
+      return finish(absl::FailedPreconditionError(absl::StrCat(
+          "an earlier ASYNC request of this session failed on the device (", earlier.ToString(),
+          "); this request did not run")));
+    }
+  }
   if (batch.wait_event) {
     absl::Status s = q->backend->StreamWaitEvent(*q->stream, *batch.wait_event);
     if (!s.ok()) return finish(PrefixStatus("completion.wait_event: ", s));
@@ -96,13 +112,24 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
         };
     absl::Status s = q->backend->Run(op, *q->stream, std::move(on_timed));
     if (!s.ok()) {
+      CloseChecksFor(q, batch.session_id);  // the ops already enqueued
       return finish(batch.ops.size() > 1 ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s) : s);
     }
   }
   if (batch.async) {
-    return finish(q->backend->RecordEvent(*q->stream, *batch.signal_event));
+    absl::Status recorded = q->backend->RecordEvent(*q->stream, *batch.signal_event);
+    CloseChecksFor(q, batch.session_id);
+    return finish(recorded);
   }
   finish(q->backend->Synchronize(*q->stream));
+}
+
+void Executor::CloseChecksFor(Queue* q, const std::string& session_id) {
+  q->backend->CloseChecks(*q->stream, [errors = async_errors_, session_id](absl::Status status) {
+    if (status.ok() || session_id.empty()) return;
+    std::lock_guard<std::mutex> lock(errors->mu);
+    errors->by_session.emplace(session_id, std::move(status));  // the first failure is kept
+  });
 }
 
 }  // namespace kd

@@ -134,11 +134,14 @@ int main(int argc, char** argv) {
     }
     auto output = gpu->Allocate(0, m * k).value();
     auto scales = gpu->Allocate(0, m * (k / 128) * 4).value();
+    auto output_t = gpu->Allocate(0, m * k).value();
+    auto scales_t = gpu->Allocate(0, m * (k / 128) * 4).value();
     struct Variant {
       const char* name;
       QuantGranularity g;
       bool transpose, kbm, pow2;
       DType out;
+      bool dual = false;
     };
     const Variant variants[] = {
         {"1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN},
@@ -147,15 +150,37 @@ int main(int argc, char** argv) {
         {"1x128_e5m2", QuantGranularity::k1x128, false, false, false, DType::kE5M2},
         {"1x128_e4m3fnuz", QuantGranularity::k1x128, false, false, false, DType::kE4M3FNUZ},
         {"128x128", QuantGranularity::k128x128, false, false, false, DType::kE4M3FN},
+        // The general three-pass quantizer (quantize_generic.cu) and the dual pass.
+        {"1x128_transposed", QuantGranularity::k1x128, true, false, false, DType::kE4M3FN},
+        {"128x1", QuantGranularity::k128x1, false, false, false, DType::kE4M3FN},
+        {"128x1_transposed", QuantGranularity::k128x1, true, false, false, DType::kE4M3FN},
+        {"128x128_transposed", QuantGranularity::k128x128, true, false, false, DType::kE4M3FN},
+        {"per_row", QuantGranularity::kPerRow, false, false, false, DType::kE4M3FN},
+        {"per_tensor", QuantGranularity::kPerTensor, false, false, false, DType::kE4M3FN},
+        {"mx1x32", QuantGranularity::kMx1x32, false, false, false, DType::kE4M3FN},
+        {"dual_1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN, true},
     };
     for (const Variant& v : variants) {
       QuantizeArgs q;
       q.input = Make(input->data(), DType::kBF16, m, k);
       q.output = v.transpose ? Make(output->data(), v.out, k, m) : Make(output->data(), v.out, m, k);
-      const bool tile = v.g == QuantGranularity::k128x128;
-      const int64_t s_rows = tile ? (m + 127) / 128 : (v.kbm ? k / 128 : m);
-      const int64_t s_cols = tile ? k / 128 : (v.kbm ? m : k / 128);
-      q.scales = Make(scales->data(), DType::kF32, s_rows, s_cols);
+      const int64_t rows = v.transpose ? k : m, cols = v.transpose ? m : k;
+      int64_t s_rows = rows, s_cols = cols / 128;
+      DType s_type = DType::kF32;
+      switch (v.g) {
+        case QuantGranularity::k128x1: s_rows = (rows + 127) / 128, s_cols = cols; break;
+        case QuantGranularity::k128x128: s_rows = (rows + 127) / 128; break;
+        case QuantGranularity::kPerRow: s_cols = 1; break;
+        case QuantGranularity::kPerTensor: s_rows = 1, s_cols = 0; break;
+        case QuantGranularity::kMx1x32: s_cols = cols / 32, s_type = DType::kU8; break;
+        default: break;
+      }
+      if (v.kbm) std::swap(s_rows, s_cols);
+      q.scales = Make(scales->data(), s_type, s_rows, s_cols);
+      if (v.dual) {
+        q.output_t = Make(output_t->data(), v.out, k, m);
+        q.scales_t = Make(scales_t->data(), DType::kF32, k, m / 128);
+      }
       q.granularity = v.g;
       q.transpose_output = v.transpose;
       q.scale_layout = v.kbm ? ScaleLayout::kKBlockMajor : ScaleLayout::kRowMajor;
@@ -183,7 +208,10 @@ int main(int argc, char** argv) {
         per.push_back(kernel_s.load() * 1e3);
       }
       std::sort(per.begin(), per.end());
-      const double bytes = static_cast<double>(m * k * 2 + m * k) + 4.0 * s_rows * s_cols;
+      const double scale_bytes =
+          static_cast<double>(DTypeSize(s_type)) * s_rows * std::max<int64_t>(s_cols, 1);
+      const double bytes = static_cast<double>(m * k * 2 + m * k) + scale_bytes +
+                           (v.dual ? static_cast<double>(m * k) + 4.0 * k * (m / 128) : 0.0);
       results.push_back({"quantize", v.name, m, k, per[reps / 2], bytes, copy_same});
     }
     // Pad / unpad with 8 and 64 groups of random sizes, alignment 128.

@@ -4,16 +4,19 @@
 // nullptr on a machine without a driver or device.
 //
 // How an error found on the device surfaces: pad/unpad check group ends on the device (the host
-// never reads them). A violation is written to a host-mapped record of the stream, and the next
-// Synchronize of that stream returns INVALID_ARGUMENT naming the group ("group_ends[3]=10 is
-// less than group_ends[2]=12; ..."), then clears the record. A SYNC op (Run, then Synchronize)
-// therefore fails with that error; an ASYNC op's violation is reported by the stream's next
-// Synchronize. The op that found it writes no output rows.
+// never reads them). Each such op gets its own host-mapped record; the stream lists the records
+// of its open group (the ops run since its last Synchronize or CloseChecks). Synchronize waits
+// and returns the first violation of the open group only, as INVALID_ARGUMENT naming the op and
+// group ("ops[1].pad: group_ends[3]=10 is less than group_ends[2]=12; ..."); CloseChecks hands
+// the group's records to the kernel timer's poller, which reads them once an event recorded
+// after the group completed and calls the caller's `done`. So an op's violation is reported to
+// the batch that ran it and to no other. The op that found it writes no output rows.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -109,20 +112,39 @@ class ErrorRecordSlabs {
 
 class CudaStream : public Stream {
  public:
-  CudaStream(int device, cudaStream_t stream, DeviceErrorRecord* error, ErrorRecordSlabs* slabs)
-      : device_(device), stream_(stream), error_(error), slabs_(slabs) {}
+  // One record of the open group: the op's position in the group and its host-mapped record.
+  struct Check {
+    int op_index;
+    DeviceErrorRecord* record;
+  };
+  struct Group {
+    int ops = 0;  // ops run in the group, checked or not
+    std::vector<Check> checks;
+  };
+
+  CudaStream(int device, cudaStream_t stream, ErrorRecordSlabs* slabs)
+      : device_(device), stream_(stream), slabs_(slabs) {}
   ~CudaStream() override {
     cudaSetDevice(device_);
     if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
-    // The record is host memory a queued kernel may still write: wait for the stream first.
+    // The records are host memory a queued kernel may still write: wait for the stream first.
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
-    slabs_->Give(error_);
+    absl::MutexLock lock(&mu_);
+    for (const Check& c : open_.checks) slabs_->Give(c.record);
   }
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-  DeviceErrorRecord* error() const { return error_; }
   absl::Mutex& mu() { return mu_; }
+
+  // A fresh record for the op being launched, listed in the open group.
+  absl::StatusOr<DeviceErrorRecord*> TakeCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    KD_ASSIGN_OR_RETURN(DeviceErrorRecord* record, slabs_->Take());
+    open_.checks.push_back({open_.ops, record});
+    return record;
+  }
+  void CountOp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++open_.ops; }
+  Group CloseGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return std::exchange(open_, Group{}); }
 
   // Stream-ordered scratch of at least `bytes`, grown with cudaMallocAsync (no host sync).
   absl::StatusOr<void*> Scratch(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -139,9 +161,9 @@ class CudaStream : public Stream {
  private:
   const int device_;
   const cudaStream_t stream_;
-  DeviceErrorRecord* const error_;
   ErrorRecordSlabs* const slabs_;
   absl::Mutex mu_;
+  Group open_ ABSL_GUARDED_BY(mu_);
   void* scratch_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -196,6 +218,30 @@ absl::Status DeviceErrorStatus(const DeviceErrorRecord& r) {
     default:
       return absl::InternalError(absl::StrCat(op, ": unknown device error code ", r.code));
   }
+}
+
+// The first violation among a closed group's records (in op order), prefixed with the op's
+// position when the group ran several ops; the records go back to `slabs`. The group's work has
+// completed.
+absl::Status ReadChecks(const CudaStream::Group& group, ErrorRecordSlabs* slabs) {
+  absl::Status first;
+  for (const CudaStream::Check& c : group.checks) {
+    volatile DeviceErrorRecord* record = c.record;
+    if (first.ok() && record->code != DeviceErrorRecord::kNone) {
+      DeviceErrorRecord copy;
+      copy.code = record->code;
+      copy.op = record->op;
+      copy.group = record->group;
+      copy.value = record->value;
+      copy.bound = record->bound;
+      first = DeviceErrorStatus(copy);
+      if (group.ops > 1) {
+        first = absl::Status(first.code(), absl::StrCat("ops[", c.op_index, "].", first.message()));
+      }
+    }
+    slabs->Give(c.record);
+  }
+  return first;
 }
 
 class CudaBackend : public Backend {
@@ -274,14 +320,9 @@ class CudaBackend : public Backend {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override {
     KD_RETURN_IF_ERROR(CheckDevice(device));
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
-    KD_ASSIGN_OR_RETURN(DeviceErrorRecord* record, error_slabs_.Take());
     cudaStream_t stream = nullptr;
-    const cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (err != cudaSuccess) {
-      error_slabs_.Give(record);
-      return CudaStatus(err, "cudaStreamCreateWithFlags");
-    }
-    return std::unique_ptr<Stream>(new CudaStream(device, stream, record, &error_slabs_));
+    KD_GPU_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    return std::unique_ptr<Stream>(new CudaStream(device, stream, &error_slabs_));
   }
 
   absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device,
@@ -329,36 +370,60 @@ class CudaBackend : public Backend {
 
   absl::Status Synchronize(Stream& stream) override {
     KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    CudaStream::Group group;
+    {
+      absl::MutexLock lock(&s->mu());
+      group = s->CloseGroup();
+    }
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
-    KD_RETURN_IF_ERROR(Check(cudaStreamSynchronize(s->stream()), "cudaStreamSynchronize"));
-    volatile DeviceErrorRecord* record = s->error();
-    if (record->code == DeviceErrorRecord::kNone) return absl::OkStatus();
-    DeviceErrorRecord copy;
-    copy.code = record->code;
-    copy.op = record->op;
-    copy.group = record->group;
-    copy.value = record->value;
-    copy.bound = record->bound;
-    record->code = DeviceErrorRecord::kNone;
-    return DeviceErrorStatus(copy);
+    const absl::Status synced = Check(cudaStreamSynchronize(s->stream()), "cudaStreamSynchronize");
+    if (!synced.ok()) {
+      // The records may still be written by a queued kernel: they are leaked, not reused.
+      return synced;
+    }
+    return ReadChecks(group, &error_slabs_);
+  }
+
+  void CloseChecks(Stream& stream, std::function<void(absl::Status)> done) override {
+    absl::StatusOr<CudaStream*> s = AsCuda(stream);
+    if (!s.ok()) return done(s.status());
+    CudaStream::Group group;
+    {
+      absl::MutexLock lock(&(*s)->mu());
+      group = (*s)->CloseGroup();
+    }
+    if (group.checks.empty()) return done(absl::OkStatus());
+    // The group is complete when an event recorded now completes: the kernel timer's poller
+    // watches exactly that, and reads the records on its thread.
+    auto deliver = [group, slabs = &error_slabs_, done = std::move(done)](double) {
+      done(ReadChecks(group, slabs));
+    };
+    absl::Status watched = cudaSetDevice((*s)->device()) == cudaSuccess
+                               ? absl::OkStatus()
+                               : absl::InternalError("cudaSetDevice failed");
+    absl::StatusOr<KernelTimer::Span> span;
+    if (watched.ok()) {
+      span = timer_.Begin((*s)->device(), (*s)->stream());
+      watched = span.status();
+    }
+    if (watched.ok()) watched = timer_.End(*span, (*s)->stream(), deliver);
+    if (!watched.ok()) {
+      // Nothing watches the group: wait for it here rather than lose its verdict.
+      const absl::Status synced =
+          Check(cudaStreamSynchronize((*s)->stream()), "cudaStreamSynchronize");
+      if (!synced.ok()) return done(synced);
+      deliver(0.0);
+    }
   }
 
   absl::Status Supports(const Op& op) const override {
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
-      if (q->granularity != QuantGranularity::k1x128 &&
-          q->granularity != QuantGranularity::k128x128) {
+      if (q->granularity == QuantGranularity::kJaggedRowwise ||
+          q->granularity == QuantGranularity::kJaggedColwise ||
+          q->granularity == QuantGranularity::kInvalid) {
         return absl::UnimplementedError(absl::StrCat("quantize granularity ",
                                                      GranularityName(q->granularity),
                                                      " is not implemented on the cuda backend"));
-      }
-      if (q->output_t.present()) {
-        return absl::UnimplementedError(
-            "the fused dual quantize pass is not implemented on the cuda backend");
-      }
-      if (q->transpose_output) {
-        return absl::UnimplementedError(absl::StrCat(
-            "transpose_output (blocks of Xᵀ) is not implemented for quantize granularity ",
-            GranularityName(q->granularity), " on the cuda backend"));
       }
       return absl::OkStatus();
     }
@@ -389,6 +454,7 @@ class CudaBackend : public Backend {
       KD_ASSIGN_OR_RETURN(span, timer_.Begin(s->device(), s->stream()));
     }
     const absl::Status launched = Launch(op, *s);
+    s->CountOp();
     if (!launched.ok()) {
       if (on_timed) timer_.Abandon(span);
       return launched;
@@ -421,8 +487,67 @@ class CudaBackend : public Backend {
     return CudaStatus(err, what);
   }
 
+  // The general three-pass quantizer for `output`/`scales` of Y = X or Xᵀ.
+  absl::Status LaunchGeneric(const QuantizeArgs& q, const Tensor& output, const Tensor& scales,
+                             bool transposed, QuantGranularity g, CudaStream& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    cuda::GenericQuantizeParams p;
+    p.input = q.input.data;
+    p.input_stride = q.input.strides[0];
+    p.input_type = InputTypeOf(q.input.dtype);
+    p.transposed = transposed;
+    p.rows = transposed ? q.input.shape[1] : q.input.shape[0];
+    p.cols = transposed ? q.input.shape[0] : q.input.shape[1];
+    p.output = output.as<uint8_t>();
+    p.output_stride = output.strides[0];
+    p.format = FormatOf(output.dtype);
+    p.scales = scales.data;
+    const int64_t ss = scales.rank == 2 ? scales.strides[0] : 0;
+    p.scale_stride_i = ss;
+    p.scale_stride_j = 1;
+    switch (g) {
+      case QuantGranularity::k1x128:
+        p.cell_rows = 1, p.cell_cols = kQuantBlock;
+        if (q.scale_layout == ScaleLayout::kKBlockMajor) p.scale_stride_i = 1, p.scale_stride_j = ss;
+        break;
+      case QuantGranularity::k128x1:
+        p.cell_rows = kQuantBlock, p.cell_cols = 1, p.runs_along_rows = true;
+        break;
+      case QuantGranularity::k128x128:
+        p.cell_rows = kQuantBlock, p.cell_cols = kQuantBlock;
+        break;
+      case QuantGranularity::kPerRow:
+        p.cell_rows = 1, p.cell_cols = p.cols, p.scale_stride_i = scales.strides[0];
+        break;
+      case QuantGranularity::kPerTensor:
+        p.cell_rows = p.rows, p.cell_cols = p.cols, p.scale_stride_i = 0;
+        break;
+      case QuantGranularity::kMx1x32:
+        p.cell_rows = 1, p.cell_cols = kMxBlock, p.mx = true;
+        p.mx_rceil = q.mx_rounding == MxRounding::kRceil;
+        break;
+      default:
+        return Supports(Op(q));
+    }
+    p.cells_per_row = (p.cols + p.cell_cols - 1) / p.cell_cols;
+    p.cells = (p.rows + p.cell_rows - 1) / p.cell_rows * p.cells_per_row;
+    p.pow2_scales = q.scale_format == ScaleFormat::kPow2;
+    p.eps = q.eps;
+    const uint64_t amax_bytes = (static_cast<uint64_t>(p.cells) * 4 + 255) / 256 * 256;
+    KD_ASSIGN_OR_RETURN(void* scratch, s.Scratch(amax_bytes + static_cast<uint64_t>(p.cells) * 4));
+    p.cell_amax = static_cast<uint32_t*>(scratch);
+    p.cell_scale = reinterpret_cast<float*>(static_cast<char*>(scratch) + amax_bytes);
+    return Check(cuda::LaunchQuantizeGeneric(p, s.stream()), "quantize launch");
+  }
+
   absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
+      const bool blockwise = (q->granularity == QuantGranularity::k1x128 ||
+                              q->granularity == QuantGranularity::k128x128) &&
+                             !q->transpose_output;
+      if (!blockwise) {
+        return LaunchGeneric(*q, q->output, q->scales, q->transpose_output, q->granularity, s);
+      }
       cuda::QuantizeParams p;
       p.input = q->input.data;
       p.input_stride = q->input.strides[0];
@@ -438,7 +563,11 @@ class CudaBackend : public Backend {
       p.k_block_major_scales = q->scale_layout == ScaleLayout::kKBlockMajor;
       p.pow2_scales = q->scale_format == ScaleFormat::kPow2;
       p.eps = q->eps;
-      return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
+      KD_RETURN_IF_ERROR(Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch"));
+      if (q->output_t.present()) {  // the dual pass: 1x128 of Xᵀ too
+        return LaunchGeneric(*q, q->output_t, q->scales_t, true, QuantGranularity::k1x128, s);
+      }
+      return absl::OkStatus();
     }
     const bool unpad = std::holds_alternative<UnpadArgs>(op);
     if (std::holds_alternative<PadArgs>(op) || unpad) {
@@ -467,7 +596,7 @@ class CudaBackend : public Backend {
         p.padded_group_ends_stride = padded.strides[0];
       }
       KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
-      p.error = s.error();
+      KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
       return Check(unpad ? cuda::LaunchUnpad(p, s.stream()) : cuda::LaunchPad(p, s.stream()),
                    unpad ? "unpad launch" : "pad launch");
     }

@@ -37,6 +37,40 @@ struct QuantizeParams {
 };
 cudaError_t LaunchQuantize(const QuantizeParams& params, cudaStream_t stream);
 
+// The general quantizer (quantize_generic.cu): any granularity whose scale cells are
+// cell_rows x cell_cols blocks of Y (R = rows, C = cols), Y = X or Xᵀ. 1x128: 1 x 128;
+// 128x1: 128 x 1; 128x128: 128 x 128; per_row: 1 x C; per_tensor: R x C; mx1x32: 1 x 32 with
+// e8m0 scales. Cell (i, j) is cell i * cells_per_row + j; its stored scale goes to
+// scales[i * scale_stride_i + j * scale_stride_j] (fp32, or u8 for mx). Three passes on
+// `stream` over `cell_amax`/`cell_scale` (device scratch of `cells` entries each, overwritten).
+struct GenericQuantizeParams {
+  const void* input = nullptr;  // X (m, k); Y = X, or Xᵀ when `transposed`
+  int64_t input_stride = 0;     // elements
+  InputType input_type = InputType::kBF16;
+  bool transposed = false;
+  int64_t rows = 0, cols = 0;   // of Y
+  uint8_t* output = nullptr;    // Y (rows, cols)
+  int64_t output_stride = 0;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  int64_t cell_rows = 1, cell_cols = 128, cells_per_row = 0, cells = 0;
+  bool runs_along_rows = false;  // true for 128x1 (a cell is one column of 128 rows)
+  void* scales = nullptr;
+  int64_t scale_stride_i = 0, scale_stride_j = 0;
+  bool pow2_scales = false;
+  float eps = 1e-12f;
+  bool mx = false, mx_rceil = false;
+  uint32_t* cell_amax = nullptr;
+  float* cell_scale = nullptr;
+};
+cudaError_t LaunchQuantizeGeneric(const GenericQuantizeParams& params, cudaStream_t stream);
+
+// Compares the quantizer's hardware FP8 conversion (fp8::EncodeFinite4 in fp8_encode.h) with
+// fp8::Encode on all 2^32 - 2^24 + 2 non-NaN floats for `format`: adds the number of differing
+// bytes to *mismatches and lowers *first_bad (initialise it to 0xffffffff) to the smallest
+// differing input's bit pattern. Both pointers are device memory.
+cudaError_t LaunchFp8EncodeCheck(Fp8Format format, unsigned long long* mismatches,
+                                 uint32_t* first_bad, cudaStream_t stream);
+
 // What a kernel found wrong in data it read from device memory (group offsets), written to host-
 // mapped memory that the backend reads once the stream's work completed. The first violation
 // wins; `code` is 0 while nothing was found.

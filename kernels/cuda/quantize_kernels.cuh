@@ -5,8 +5,10 @@
 //   scale  = FP8_MAX / max(amax, eps)          IEEE division (__fdiv_rn)
 //   scale  = 2^floor(log2(scale))              pow2 scales only
 //   code   = fp8::Encode(x * scale)            IEEE product (__fmul_rn), saturating RNE, computed
-//                                              by fp8::EncodeBranchFree (the same byte for
-//                                              every input, see fp8_encode.h)
+//                                              by the hardware conversion (fp8::EncodeFinite4)
+//                                              where every product of the block is finite, else
+//                                              by fp8::EncodeBranchFree (both give fp8::Encode's
+//                                              byte, see fp8_encode.h)
 //   stored = 1 / scale                         IEEE division
 // A NaN amax stores the quiet NaN 0x7fc00000, the NaN the CPU reference's arithmetic carries.
 #ifndef KERNELD_KERNELS_CUDA_QUANTIZE_KERNELS_CUH_
@@ -60,27 +62,63 @@ __device__ __forceinline__ float ChunkElement(const uint4& chunk, int i) {
   const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
   if constexpr (sizeof(S) == 4) {
     return Input<kType>::ToFloat(words[i]);
+  } else if constexpr (kType == InputType::kBF16) {
+    const uint32_t w = words[i / 2];
+    return fp8::BitsToFloat(i % 2 == 0 ? w << 16 : w & 0xFFFF0000u);
   } else {
     return Input<kType>::ToFloat(static_cast<S>(words[i / 2] >> (16 * (i % 2))));
   }
 }
 
+// max |x| bit pattern of a 16-byte chunk (|x| bits compare as unsigned: NaN above Inf above
+// every finite value), as the bits of the fp32 |x|. Two-byte inputs take the maximum of two
+// halves at a time (max.u16x2, sm_90).
+__device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t r;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  return max(a & 0xFFFFu, b & 0xFFFFu) | (max(a >> 16, b >> 16) << 16);
+#endif
+}
+template <InputType kType>
+__device__ __forceinline__ uint32_t ChunkAbsMaxBits(const uint4& c) {
+  if constexpr (kType == InputType::kF32) {
+    return max(max(c.x & 0x7FFFFFFFu, c.y & 0x7FFFFFFFu), max(c.z & 0x7FFFFFFFu, c.w & 0x7FFFFFFFu));
+  } else {
+    constexpr uint32_t kAbs = 0x7FFF7FFFu;
+    const uint32_t m2 = MaxU16x2(MaxU16x2(c.x & kAbs, c.y & kAbs), MaxU16x2(c.z & kAbs, c.w & kAbs));
+    const uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
+    if constexpr (kType == InputType::kBF16) {
+      return m << 16;
+    } else {
+      return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(m))));
+    }
+  }
+}
+
 // The two scales of a block from the bits of its amax (|x| bits, so NaN compares highest).
+// `finite`: amax and scale are finite, so every product x * quant is finite and the hardware
+// conversion gives fp8::Encode's bytes; else (an Inf or NaN in the block, or an eps so small
+// that the scale overflows) the block takes the exact software encode.
 struct BlockScale {
   float quant;
   float stored;
+  bool finite;
 };
 __device__ __forceinline__ BlockScale ComputeScale(uint32_t amax_bits, float fp8_max, float eps,
                                                    bool pow2) {
   if (amax_bits > kInfBits) {
     const float nan = fp8::BitsToFloat(kQuietNanBits);
-    return {nan, nan};
+    return {nan, nan, false};
   }
   const float amax = fp8::BitsToFloat(amax_bits);
   const float clamped = amax < eps ? eps : amax;
   float scale = __fdiv_rn(fp8_max, clamped);
   if (pow2) scale = fp8::RoundDownPow2(scale);
-  return {scale, __fdiv_rn(1.0f, scale)};
+  const bool finite = amax_bits < kInfBits && (fp8::FloatBits(scale) & kInfBits) != kInfBits;
+  return {scale, __fdiv_rn(1.0f, scale), finite};
 }
 
 template <int kWidth>
@@ -152,12 +190,7 @@ __global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeP
     uint32_t amax[kChunks];
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
-      uint32_t a = 0;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        a = max(a, fp8::FloatBits(ChunkElement<kType>(raw[j], i)) & 0x7FFFFFFFu);
-      }
-      amax[j] = a;
+      amax[j] = ChunkAbsMaxBits<kType>(raw[j]);
     }
 
     BlockScale scale[kTile128 ? 1 : kChunks];
@@ -176,39 +209,70 @@ __global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeP
       scale[0] = ComputeScale(a, F::kMax, p.eps, p.pow2_scales);
       if (tid == 0) p.scales[tile * p.scales_stride + blockIdx.x] = scale[0].stored;
     } else {
+      // NOTE: two IEEE divisions per block cost more than the block's conversion; so lane l of
+      // the kLanes lanes sharing a block row computes the scales of chunk l only and hands the
+      // quant scale to the other lanes by shuffle.
+      static_assert(kLanes >= kChunks, "one lane per chunk computes its scales");
+      uint32_t mine = 0;
 #pragma unroll
       for (int j = 0; j < kChunks; ++j) {
-        scale[j] = ComputeScale(GroupMax<kLanes>(amax[j]), F::kMax, p.eps, p.pow2_scales);
-        const int64_t r = row0 + row_of(j);
-        if (lane_col == 0 && r < p.m) {
+        amax[j] = GroupMax<kLanes>(amax[j]);
+        if (lane_col == j) mine = amax[j];
+      }
+      const BlockScale own = ComputeScale(mine, F::kMax, p.eps, p.pow2_scales);
+      {
+        const int64_t r = row0 + row_of(lane_col);
+        if (lane_col < kChunks && r < p.m) {
           const int64_t s = p.k_block_major_scales ? blockIdx.x * p.scales_stride + r
                                                    : r * p.scales_stride + blockIdx.x;
-          p.scales[s] = scale[j].stored;
+          p.scales[s] = own.stored;
         }
       }
+      const int lane_base = (tid % 32) / kLanes * kLanes;
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) {
+        scale[j].quant = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + j);
+        scale[j].finite =
+            amax[j] < kInfBits && (fp8::FloatBits(scale[j].quant) & kInfBits) != kInfBits;
+      }
     }
-    auto quant_scale = [&](int j) { return scale[kTile128 ? 0 : j].quant; };
-
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int64_t r = row0 + row_of(j);
-      uint8_t codes[kVec];
+      const BlockScale& sc = scale[kTile128 ? 0 : j];
+      uint32_t words[kVec / 4];
+      float y[kVec];
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        codes[i] =
-            fp8::EncodeBranchFree<F>(__fmul_rn(ChunkElement<kType>(raw[j], i), quant_scale(j)));
+      for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw[j], i), sc.quant);
+#if defined(KD_HAVE_HW_FP8_CVT)
+      if (sc.finite) {
+#pragma unroll
+        for (int w = 0; w < kVec / 4; ++w) {
+          words[w] = fp8::EncodeFinite4<F>(y[4 * w], y[4 * w + 1], y[4 * w + 2], y[4 * w + 3]);
+        }
+      } else
+#endif
+      {
+#pragma unroll
+        for (int w = 0; w < kVec / 4; ++w) {
+          words[w] = 0;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            words[w] |= static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y[4 * w + i])) << (8 * i);
+          }
+        }
       }
       if (r < p.m) {
         uint8_t* dst = p.output + r * p.output_stride + col0 + lane_col * kVec;
         if (vec_out) {
           if constexpr (kVec == 8) {
-            *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(codes);
+            *reinterpret_cast<uint2*>(dst) = make_uint2(words[0], words[1]);
           } else {
-            *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(codes);
+            *reinterpret_cast<uint32_t*>(dst) = words[0];
           }
         } else {
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) dst[i] = codes[i];
+          for (int i = 0; i < kVec; ++i) dst[i] = static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)));
         }
       }
     }

@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <random>
 #include <vector>
 
@@ -184,6 +186,133 @@ TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
   EXPECT_EQ(runs, 5 * 3 * 3 * 3 * 2);
 }
 
+// The rest of the family, through the general three-pass quantizer (and the dual pass, whose Xᵀ
+// half uses it): every granularity but the jagged ones, on Y = X and Y = Xᵀ, with fp32/pow2
+// scales, FLOOR/RCEIL mx rounding, three input and three output types, full and partial blocks.
+// Combinations the shared validation refuses are skipped; every granularity must run.
+TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(2);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(99);
+  const std::pair<int64_t, int64_t> shapes[] = {{256, 384}, {300, 256}, {384, 160}, {7, 96}};
+  const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
+  const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
+  enum Kind { k1x128T, k128x1, k128x1T, k128x128T, kPerRow, kPerRowT, kPerTensor, kPerTensorT,
+              kMx, kMxT, kDual, kDualKbm, kKinds };
+  int ran[kKinds] = {};
+  for (auto [m, k] : shapes) {
+    for (DType in_type : inputs) {
+      const std::vector<uint8_t> input = RandomInput(in_type, m, k, rng);
+      DeviceBuffer d_input(*gpu, input);
+      for (DType out_type : outputs) {
+        for (int kind = 0; kind < kKinds; ++kind) {
+          for (int option = 0; option < 2; ++option) {  // pow2 scales, or RCEIL for mx
+            QuantizeArgs a;
+            const bool t = kind == k1x128T || kind == k128x1T || kind == k128x128T ||
+                           kind == kPerRowT || kind == kPerTensorT || kind == kMxT;
+            const int64_t rows = t ? k : m, cols = t ? m : k;
+            a.transpose_output = t;
+            std::vector<int64_t> s_shape;
+            DType s_type = DType::kF32;
+            switch (kind) {
+              case k1x128T: case kDual: case kDualKbm:
+                a.granularity = QuantGranularity::k1x128;
+                s_shape = {rows, cols / 128};
+                if (kind == kDualKbm) {
+                  s_shape = {cols / 128, rows};
+                  a.scale_layout = ScaleLayout::kKBlockMajor;
+                }
+                break;
+              case k128x1: case k128x1T:
+                a.granularity = QuantGranularity::k128x1;
+                s_shape = {(rows + 127) / 128, cols};
+                break;
+              case k128x128T:
+                a.granularity = QuantGranularity::k128x128;
+                s_shape = {(rows + 127) / 128, cols / 128};
+                break;
+              case kPerRow: case kPerRowT:
+                a.granularity = QuantGranularity::kPerRow;
+                s_shape = {rows, 1};
+                break;
+              case kPerTensor: case kPerTensorT:
+                a.granularity = QuantGranularity::kPerTensor;
+                s_shape = {1};
+                break;
+              default:
+                a.granularity = QuantGranularity::kMx1x32;
+                s_shape = {rows, cols / 32};
+                s_type = DType::kU8;
+                break;
+            }
+            const bool mx = a.granularity == QuantGranularity::kMx1x32;
+            if (mx) {
+              a.mx_rounding = option ? MxRounding::kRceil : MxRounding::kFloor;
+            } else {
+              a.scale_format = option ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+            }
+            const bool dual = kind == kDual || kind == kDualKbm;
+            const std::vector<int64_t> st_shape =
+                kind == kDualKbm ? std::vector<int64_t>{m / 128, k}
+                                 : std::vector<int64_t>{k, m / 128};
+            int64_t s_elems = 1;
+            for (int64_t d : s_shape) s_elems *= d;
+            const size_t s_bytes = std::max<int64_t>(s_elems, 1) * DTypeSize(s_type);
+            const size_t st_bytes = std::max<int64_t>(st_shape[0] * st_shape[1], 1) * 4;
+            const size_t out_bytes = rows * cols;
+            auto make = [&](void* in, void* o, void* sc, void* ot, void* stt, DeviceLoc loc) {
+              QuantizeArgs b = a;
+              b.input = MakeTensor(in, in_type, {m, k}, k, loc);
+              b.output = MakeTensor(o, out_type, {rows, cols}, cols, loc);
+              b.scales = MakeTensor(sc, s_type, s_shape, s_shape.size() == 2 ? s_shape[1] : 1,
+                                    loc);
+              if (dual) {
+                b.output_t = MakeTensor(ot, out_type, {k, m}, m, loc);
+                b.scales_t = MakeTensor(stt, DType::kF32, st_shape, st_shape[1], loc);
+              }
+              return Op(b);
+            };
+            std::vector<uint8_t> cpu_in = input;
+            std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison),
+                out_t(out_bytes, kPoison), sc_t(st_bytes, kPoison);
+            const Op cpu_op =
+                make(cpu_in.data(), out.data(), sc.data(), out_t.data(), sc_t.data(), kCpu);
+            if (!Validate(cpu_op).ok()) continue;
+            const std::string what =
+                absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k,
+                             " kind=", kind, " option=", option);
+            SCOPED_TRACE(what);
+            ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+            DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+            DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+            DeviceBuffer d_out_t(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+            DeviceBuffer d_sc_t(*gpu, std::vector<uint8_t>(st_bytes, kPoison));
+            const Op gpu_op = make(d_input.data(), d_out.data(), d_sc.data(), d_out_t.data(),
+                                   d_sc_t.data(), kGpu);
+            const absl::Status run = gpu->Run(gpu_op, *stream, nullptr);
+            ASSERT_TRUE(run.ok()) << run;
+            ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+            const std::vector<uint8_t> got = d_out.Read(out_bytes);
+            size_t bad = 0;
+            while (bad < out_bytes && got[bad] == out[bad]) ++bad;
+            ASSERT_EQ(bad, out_bytes) << "output byte " << bad << ": cuda " << int(got[bad])
+                                      << " cpu " << int(out[bad]);
+            ASSERT_EQ(d_sc.Read(s_bytes), sc);
+            if (dual) {
+              ASSERT_EQ(d_out_t.Read(out_bytes), out_t);
+              ASSERT_EQ(d_sc_t.Read(st_bytes), sc_t);
+            }
+            ++ran[kind];
+          }
+        }
+      }
+    }
+  }
+  for (int kind = 0; kind < kKinds; ++kind) EXPECT_GT(ran[kind], 0) << "kind " << kind;
+}
+
 struct PadCase {
   int64_t rows, cols;
   DType dtype;
@@ -353,6 +482,58 @@ TEST(CudaConformance, BadGroupEndsSurfaceAtSynchronizeAsInvalidArgument) {
   ASSERT_TRUE(gpu->Run(u, *stream, nullptr).ok());
   EXPECT_TRUE(gpu->Synchronize(*stream).ok());
   EXPECT_TRUE(gpu->Healthy());
+}
+
+// A pad's device-side verdict belongs to the group of ops it ran in: CloseChecks hands it to
+// that group's callback, and a later group on the same stream (another session's request in the
+// daemon) synchronizes clean. Within a group of several ops the failing op is named.
+TEST(CudaConformance, DeviceCheckFailureIsReportedToTheGroupThatRanIt) {
+  KD_REQUIRE_CUDA(gpu);
+  auto stream = gpu->CreateStream(0).value();
+  const int64_t rows = 100, cols = 64, groups = 4;
+  const int64_t padded_rows = rows + groups * 15;
+  DeviceBuffer d_in(*gpu, std::vector<uint8_t>(rows * cols * 2, 1));
+  DeviceBuffer d_out(*gpu, std::vector<uint8_t>(padded_rows * cols * 2, kPoison));
+  DeviceBuffer d_pe(*gpu, std::vector<uint8_t>(groups * 4, kPoison));
+  DeviceBuffer d_bad(*gpu, EndsBytes({10, 50, 40, 100}, true));
+  DeviceBuffer d_good(*gpu, EndsBytes({10, 50, 60, 100}, true));
+  auto pad_with = [&](const DeviceBuffer& ends) {
+    PadArgs a;
+    a.input = MakeTensor(d_in.data(), DType::kBF16, {rows, cols}, cols, kGpu);
+    a.group_ends = MakeTensor(ends.data(), DType::kI64, {groups}, 0, kGpu);
+    a.output = MakeTensor(d_out.data(), DType::kBF16, {padded_rows, cols}, cols, kGpu);
+    a.padded_group_ends = MakeTensor(d_pe.data(), DType::kI32, {groups}, 0, kGpu);
+    a.alignment = 16;
+    return a;
+  };
+
+  // An empty group: the callback runs at once with OK.
+  bool empty_called = false;
+  gpu->CloseChecks(*stream, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    empty_called = true;
+  });
+  EXPECT_TRUE(empty_called);
+
+  std::promise<absl::Status> verdict;
+  ASSERT_TRUE(gpu->Run(pad_with(d_bad), *stream, nullptr).ok());
+  gpu->CloseChecks(*stream, [&](absl::Status s) { verdict.set_value(std::move(s)); });
+  ASSERT_TRUE(gpu->Run(pad_with(d_good), *stream, nullptr).ok());
+  EXPECT_TRUE(gpu->Synchronize(*stream).ok()) << "the earlier group's failure is not ours";
+  std::future<absl::Status> f = verdict.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const absl::Status s = f.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("pad: group_ends[2]=40 is less than group_ends[1]=50"),
+            absl::string_view::npos)
+      << s;
+
+  ASSERT_TRUE(gpu->Run(pad_with(d_good), *stream, nullptr).ok());
+  ASSERT_TRUE(gpu->Run(pad_with(d_bad), *stream, nullptr).ok());
+  const absl::Status two = gpu->Synchronize(*stream);
+  EXPECT_EQ(two.code(), absl::StatusCode::kInvalidArgument) << two;
+  EXPECT_EQ(two.message().rfind("ops[1].pad: group_ends[2]=40", 0), 0u) << two;
+  EXPECT_TRUE(gpu->Synchronize(*stream).ok());
 }
 
 }  // namespace

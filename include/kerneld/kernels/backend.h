@@ -97,8 +97,22 @@ class Backend {
   // Makes later work on `stream` wait for `event` without blocking the host.
   virtual absl::Status StreamWaitEvent(Stream& stream, Event& event) = 0;
   virtual absl::Status RecordEvent(Stream& stream, Event& event) = 0;
-  // Blocks until the work queued on `stream` finished.
+  // Blocks until the work queued on `stream` finished. Returns the first failed device-side
+  // check (see CloseChecks) of the ops run on `stream` since its last Synchronize or
+  // CloseChecks, and only of those; OK when they all passed.
   virtual absl::Status Synchronize(Stream& stream) = 0;
+
+  // Device-side checks: an op may check data only the device reads (pad/unpad group ends), so
+  // its verdict is known once it ran, not when Run returns. The ops run on `stream` since its
+  // last Synchronize or CloseChecks form the open group. CloseChecks closes the open group
+  // without waiting and calls `done` exactly once with the group's first failed check (OK when
+  // none failed) after the group's work completed: on the calling thread when that is already
+  // known (always on backends that check on the host, as this default does), else later from a
+  // backend thread; `done` must not block or call the backend.
+  virtual void CloseChecks(Stream& stream, std::function<void(absl::Status)> done) {
+    (void)stream;
+    done(absl::OkStatus());
+  }
 
   // OK when this backend runs `op`, else UNIMPLEMENTED saying what is missing.
   virtual absl::Status Supports(const Op& op) const = 0;

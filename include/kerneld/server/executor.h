@@ -3,7 +3,9 @@
 // Each (backend, device) has a FIFO queue served by its own thread and one backend stream. A
 // batch is submitted whole and runs without interleaving; `done` is called exactly once, from
 // the queue's thread, after the last op completed (SYNC) or was enqueued and the signal event
-// recorded (ASYNC). Kernel times go to kerneld_kernel_duration_seconds as the backend delivers
+// recorded (ASYNC). A SYNC batch's status includes its ops' device-side checks (pad/unpad group
+// ends); an ASYNC batch's are known only later, and a failure is reported by failing the same
+// session's next batch (FAILED_PRECONDITION naming the failure) before it runs. Kernel times go to kerneld_kernel_duration_seconds as the backend delivers
 // them. RPC callbacks only enqueue here; they never wait on a device.
 #ifndef KERNELD_SERVER_EXECUTOR_H_
 #define KERNELD_SERVER_EXECUTOR_H_
@@ -12,8 +14,10 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,6 +37,9 @@ struct ExecBatch {
   std::shared_ptr<Event> wait_event;    // optional
   std::shared_ptr<Event> signal_event;  // required when async
   bool async = false;
+  // The session that submitted the batch. A device-side check that fails in an ASYNC batch
+  // (known only after the reply went out) fails the next batch of this session, and of no other.
+  std::string session_id;
   std::function<void(absl::Status status, double kernel_seconds)> done;
 };
 
@@ -69,6 +76,16 @@ class Executor {
 
   void Serve(Queue* q);
   void RunBatch(Queue* q, ExecBatch& batch);
+  // Closes the queue's open group of device-side checks; a failure is kept for `session_id`.
+  void CloseChecksFor(Queue* q, const std::string& session_id);
+
+  // Device-side failures of ASYNC batches not yet reported, by session id. Shared with the
+  // backends' callbacks, which may outlive the executor.
+  struct AsyncErrors {
+    std::mutex mu;
+    std::map<std::string, absl::Status> by_session;
+  };
+  const std::shared_ptr<AsyncErrors> async_errors_ = std::make_shared<AsyncErrors>();
 
   BackendRegistry* const backends_;
   Metrics* const metrics_;

@@ -1,0 +1,131 @@
+// End-to-end latency of a Quantize (1x128, 8192x4096 bf16 -> e4m3fn) called from this process
+// through a running kerneld on the CUDA backend, against the kernel's own time as the daemon
+// measures it (CUDA events around the kernel, OpResponse.kernel_seconds of the same SYNC calls).
+//   SYNC:  wall time of the call (reply after completion)
+//   ASYNC: wall time from the call to cudaEventSynchronize of the signal event returning
+// The tensors are slices of this process's allocations, registered once by CUDA IPC handle.
+// Prints one JSON document.
+//
+//   quant_e2e_bench SOCKET [REPS]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "kerneld/client/client.h"
+#include "kerneld/client/tensor_ref.h"
+
+namespace {
+
+namespace v1 = ::kerneld::v1;
+using Clock = std::chrono::steady_clock;
+
+void Die(const std::string& why) {
+  std::fprintf(stderr, "quant_e2e_bench: %s\n", why.c_str());
+  std::exit(1);
+}
+void CheckCuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) Die(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+uint64_t RegisterSlice(kd::client::Client& c, char** data, size_t bytes, size_t offset) {
+  char* base = nullptr;
+  CheckCuda(cudaMalloc(reinterpret_cast<void**>(&base), offset + bytes), "cudaMalloc");
+  *data = base + offset;
+  cudaIpcMemHandle_t h;
+  CheckCuda(cudaIpcGetMemHandle(&h, base), "cudaIpcGetMemHandle");
+  v1::RegisterBufferRequest req;
+  req.set_session_id(c.session_id());
+  req.mutable_ipc()->set_kind(v1::IpcMemHandle::CUDA);
+  req.mutable_ipc()->set_handle(std::string(reinterpret_cast<const char*>(&h), sizeof(h)));
+  req.mutable_ipc()->set_offset(offset);
+  req.set_size(bytes);
+  grpc::ClientContext ctx;
+  v1::RegisterBufferResponse resp;
+  const grpc::Status st = c.stub()->RegisterBuffer(&ctx, req, &resp);
+  if (!st.ok()) Die("RegisterBuffer: " + st.error_message());
+  return resp.buffer_id();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * (v.size() - 1))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) Die("usage: quant_e2e_bench SOCKET [REPS]");
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
+  auto c = kd::client::Client::Connect(argv[1]);
+  if (!c.ok()) Die("Connect: " + c.status().ToString());
+  if (absl::Status s = (*c)->OpenSession("quant_e2e_bench"); !s.ok()) Die(s.ToString());
+  const int64_t m = 8192, k = 4096;
+  char *in = nullptr, *out = nullptr, *sc = nullptr;
+  const uint64_t in_id = RegisterSlice(**c, &in, m * k * 2, 1 << 20);
+  const uint64_t out_id = RegisterSlice(**c, &out, m * k, 4096);
+  const uint64_t sc_id = RegisterSlice(**c, &sc, m * (k / 128) * 4, 256);
+  {
+    std::mt19937_64 rng(7);
+    std::vector<uint16_t> host(m * k);
+    for (auto& v : host) v = static_cast<uint16_t>((rng() & 0x807F) | ((100 + rng() % 40) << 7));
+    CheckCuda(cudaMemcpy(in, host.data(), host.size() * 2, cudaMemcpyHostToDevice), "upload");
+  }
+  const v1::QuantizeOp op = kd::client::MakeQuantizeOp(
+      kd::client::MakeTensorRef(in_id, v1::DTYPE_BF16, {m, k}),
+      kd::client::MakeTensorRef(out_id, v1::DTYPE_E4M3FN, {m, k}),
+      kd::client::MakeTensorRef(sc_id, v1::DTYPE_F32, {m, k / 128}), v1::QUANT_1X128);
+
+  cudaEvent_t done;
+  CheckCuda(cudaEventCreateWithFlags(&done, cudaEventInterprocess | cudaEventDisableTiming),
+            "event");
+  cudaIpcEventHandle_t hd;
+  CheckCuda(cudaIpcGetEventHandle(&hd, done), "event handle");
+  v1::Completion async;
+  async.set_mode(v1::Completion::ASYNC);
+  async.set_signal_event(std::string(reinterpret_cast<const char*>(&hd), sizeof(hd)));
+
+  for (int i = 0; i < 20; ++i) {
+    if (!(*c)->Quantize(op).ok() || !(*c)->Quantize(op, async).ok()) Die("warm-up failed");
+    CheckCuda(cudaEventSynchronize(done), "wait");
+  }
+  std::vector<double> sync_us, kernel_us, async_us;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*c)->Quantize(op);
+    const auto t1 = Clock::now();
+    if (!r.ok()) Die("Quantize SYNC: " + r.status().ToString());
+    sync_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    kernel_us.push_back(r->kernel_seconds * 1e6);
+  }
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*c)->Quantize(op, async);
+    if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
+    CheckCuda(cudaEventSynchronize(done), "wait");
+    const auto t1 = Clock::now();
+    async_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  cudaDeviceProp prop;
+  CheckCuda(cudaGetDeviceProperties(&prop, 0), "props");
+  const double kernel = Median(kernel_us);
+  std::printf(
+      "{\n  \"device\": \"%s\",\n  \"op\": \"quantize 1x128 bf16>e4m3fn %lldx%lld\",\n"
+      "  \"reps\": %d,\n  \"kernel_us_median\": %.1f,\n"
+      "  \"sync_us_median\": %.1f, \"sync_us_p90\": %.1f, \"sync_ratio\": %.3f,\n"
+      "  \"async_us_median\": %.1f, \"async_us_p90\": %.1f, \"async_ratio\": %.3f\n}\n",
+      prop.name, static_cast<long long>(m), static_cast<long long>(k), reps, kernel,
+      Median(sync_us), Percentile(sync_us, 0.9), Median(sync_us) / kernel, Median(async_us),
+      Percentile(async_us, 0.9), Median(async_us) / kernel);
+  return 0;
+}

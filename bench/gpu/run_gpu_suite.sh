@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One GPU-machine run of the CUDA backend's tests and benchmarks, from a bundle made by
+# /work/shared/tools/gpu-bundle (bin/, lib/) with tests/data/golden copied to golden/.
+#   run_gpu_suite.sh BUNDLE_DIR OUT_DIR
+# Writes tests.log, quant_pad.json, e2e.json, kerneld.log, sass.txt, env.txt under OUT_DIR.
+set -u
+bundle=$(cd "$1" && pwd); out=$2
+export LD_LIBRARY_PATH=$bundle/lib KD_GOLDEN_DIR=$bundle/golden
+cd "$bundle"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.txt" 2>&1
+for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test; do
+  echo "=== $t" >> "$out/tests.log"
+  timeout 150 ./bin/$t --gtest_brief=1 >> "$out/tests.log" 2>&1
+  echo "=== $t rc=$?" >> "$out/tests.log"
+done
+timeout 150 ./bin/quant_pad_bench "$out/quant_pad.json" > /dev/null 2>> "$out/tests.log"
+echo "=== quant_pad_bench rc=$?" >> "$out/tests.log"
+sock=/tmp/kd_e2e; mkdir -p $sock
+./bin/kerneld --socket=$sock/data.sock --admin_socket=$sock/admin.sock --metrics_address= \
+  --backend=cuda > "$out/kerneld.log" 2>&1 &
+daemon=$!
+for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
+timeout 90 ./bin/quant_e2e_bench $sock/data.sock 300 > "$out/e2e.json" 2>> "$out/tests.log"
+echo "=== quant_e2e_bench rc=$?" >> "$out/tests.log"
+kill $daemon; wait $daemon
+if command -v cuobjdump > /dev/null; then
+  cuobjdump -sass bin/quant_pad_bench > /tmp/all.sass 2>&1
+  awk '/Function :/ {name=$3} /^ *\/\*[0-9a-f]+\*\// {n[name]++} END {for (f in n) print n[f], f}' \
+    /tmp/all.sass | sort -k2 > "$out/sass.txt"
+  # The bf16 -> e4m3fn 1x128 kernel's body, for reading.
+  awk '/Function : .*QuantizeBlockwiseKernelILNS0_9InputTypeE1ENS_3fp86E4M3FNELb0E/ {p=1} p && /Function :/ && !/E1ENS_3fp86E4M3FNELb0E/ {p=0} p' \
+    /tmp/all.sass >> "$out/sass.txt"
+fi
+grep -E "^=== |FAILED|PASSED|golden cases" "$out/tests.log"
+cat "$out/e2e.json"
+python3 -c "
+import json,sys
+d=json.load(open('$out/quant_pad.json'))
+print(d['device'], 'copy', round(d['copy_1gib_gbps']))
+for r in d['results']: print(r['op'], r['variant'], r['m'], r['k'], r['gbps'], r['ratio_to_copy_1gib'], r['ratio_to_copy_same_size'])
+"

@@ -381,6 +381,9 @@ class CudaBackend : public Backend {
       // The records may still be written by a queued kernel: they are leaked, not reused.
       return synced;
     }
+    // The stream's kernel times reach their callbacks before the caller hears of completion
+    // (a SYNC reply carries them).
+    timer_.DeliverCompleted();
     return ReadChecks(group, &error_slabs_);
   }
 

@@ -86,6 +86,50 @@ void KernelTimer::Abandon(const Span& span) {
   RecycleLocked(span);
 }
 
+std::list<KernelTimer::Pending> KernelTimer::TakeCompletedLocked(bool wait) {
+  std::list<Pending> done;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    cudaSetDevice(it->span.device);
+    const cudaError_t state = wait ? cudaEventSynchronize(it->span.stop)
+                                   : cudaEventQuery(it->span.stop);
+    if (state == cudaErrorNotReady) {
+      ++it;
+      continue;
+    }
+    auto next = std::next(it);
+    done.splice(done.end(), pending_, it);
+    it = next;
+  }
+  delivering_ += static_cast<int>(done.size());
+  return done;
+}
+
+void KernelTimer::Deliver(std::list<Pending>& done) {
+  for (Pending& p : done) {
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, p.span.start, p.span.stop) == cudaSuccess && p.fn) {
+      p.fn(static_cast<double>(ms) * 1e-3);
+    } else {
+      cudaGetLastError();
+    }
+    absl::MutexLock lock(&mu_);
+    RecycleLocked(p.span);
+    --delivering_;
+  }
+}
+
+void KernelTimer::DeliverCompleted() {
+  std::list<Pending> done;
+  {
+    absl::MutexLock lock(&mu_);
+    done = TakeCompletedLocked(false);
+  }
+  Deliver(done);
+  absl::MutexLock lock(&mu_);
+  auto idle = [this] { return delivering_ == 0; };
+  mu_.Await(absl::Condition(&idle));
+}
+
 void KernelTimer::Poll() {
   for (;;) {
     std::list<Pending> done;
@@ -96,31 +140,12 @@ void KernelTimer::Poll() {
       mu_.Await(absl::Condition(&ready));
       stopping = stopping_;
       if (stopping && pending_.empty()) return;
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        cudaSetDevice(it->span.device);
-        // At shutdown the remaining spans are waited for; otherwise only looked at.
-        const cudaError_t state =
-            stopping ? cudaEventSynchronize(it->span.stop) : cudaEventQuery(it->span.stop);
-        if (state == cudaErrorNotReady) {
-          ++it;
-          continue;
-        }
-        auto next = std::next(it);
-        done.splice(done.end(), pending_, it);
-        it = next;
-      }
+      // At shutdown the remaining spans are waited for; otherwise only looked at.
+      done = TakeCompletedLocked(stopping);
     }
-    for (Pending& p : done) {
-      float ms = 0.0f;
-      if (cudaEventElapsedTime(&ms, p.span.start, p.span.stop) == cudaSuccess && p.fn) {
-        p.fn(static_cast<double>(ms) * 1e-3);
-      } else {
-        cudaGetLastError();
-      }
-      absl::MutexLock lock(&mu_);
-      RecycleLocked(p.span);
-    }
-    if (done.empty() && !stopping) absl::SleepFor(kPollInterval);
+    const bool none = done.empty();
+    Deliver(done);
+    if (none && !stopping) absl::SleepFor(kPollInterval);
   }
 }
 

@@ -38,6 +38,10 @@ class KernelTimer {
   absl::Status End(const Span& span, cudaStream_t stream, KernelTimingFn fn);
   // Gives the events of a span back without timing it (the op failed to launch).
   void Abandon(const Span& span);
+  // Delivers, on the calling thread, every span whose stop event completed, and waits for the
+  // poller's deliveries in progress: after a stream synchronize, every time of that stream has
+  // reached its callback when this returns.
+  void DeliverCompleted();
 
  private:
   struct Pending {
@@ -45,6 +49,10 @@ class KernelTimer {
     KernelTimingFn fn;
   };
   void Poll();
+  // Moves the completed spans (every span when `wait`) out of pending_, counted in delivering_.
+  std::list<Pending> TakeCompletedLocked(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls each span's callback and recycles its events.
+  void Deliver(std::list<Pending>& done) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<cudaEvent_t> TakeEvent(int device);
   void RecycleLocked(const Span& span) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -52,6 +60,7 @@ class KernelTimer {
   std::vector<std::vector<cudaEvent_t>> free_events_ ABSL_GUARDED_BY(mu_);  // per device
   std::list<Pending> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int delivering_ ABSL_GUARDED_BY(mu_) = 0;  // taken from pending_, callback not yet returned
   std::thread poller_;
 };
 

@@ -307,7 +307,10 @@ cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) 
   }
   if (err != cudaSuccess) return err;
   const int64_t resident = static_cast<int64_t>(sms) * (resident_per_sm > 0 ? resident_per_sm : 1);
-  int64_t rows_of_ctas = (resident + col_tiles - 1) / col_tiles;
+  // NOTE: never more CTAs than fit at once: a CTA of a second wave would start its walk only
+  // when a first-wave CTA finished it, doubling the time of the row tiles it owns.
+  int64_t rows_of_ctas = resident / col_tiles;
+  if (rows_of_ctas < 1) rows_of_ctas = 1;
   if (rows_of_ctas > row_tiles) rows_of_ctas = row_tiles;
   if (rows_of_ctas > 65535) rows_of_ctas = 65535;
   const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(rows_of_ctas));

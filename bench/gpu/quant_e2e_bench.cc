@@ -3,6 +3,8 @@
 // measures it (CUDA events around the kernel, OpResponse.kernel_seconds of the same SYNC calls).
 //   SYNC:  wall time of the call (reply after completion)
 //   ASYNC: wall time from the call to cudaEventSynchronize of the signal event returning
+//   ASYNC pipelined: T client threads (one session) issue ASYNC calls back to back; wall time
+//          from the first call to the last signal, per op (throughput, not latency)
 // The tensors are slices of this process's allocations, registered once by CUDA IPC handle.
 // Prints one JSON document.
 //
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -116,6 +119,24 @@ int main(int argc, char** argv) {
     const auto t1 = Clock::now();
     async_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
+  auto pipelined = [&](int threads) {
+    const int per_thread = reps / threads;
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (int i = 0; i < per_thread; ++i) {
+          auto r = (*c)->Quantize(op, async);
+          if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    CheckCuda(cudaEventSynchronize(done), "wait");  // the last op recorded it last
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
+           (per_thread * threads);
+  };
+  const double pipe1 = pipelined(1), pipe4 = pipelined(4);
   cudaDeviceProp prop;
   CheckCuda(cudaGetDeviceProperties(&prop, 0), "props");
   const double kernel = Median(kernel_us);
@@ -123,9 +144,12 @@ int main(int argc, char** argv) {
       "{\n  \"device\": \"%s\",\n  \"op\": \"quantize 1x128 bf16>e4m3fn %lldx%lld\",\n"
       "  \"reps\": %d,\n  \"kernel_us_median\": %.1f,\n"
       "  \"sync_us_median\": %.1f, \"sync_us_p90\": %.1f, \"sync_ratio\": %.3f,\n"
-      "  \"async_us_median\": %.1f, \"async_us_p90\": %.1f, \"async_ratio\": %.3f\n}\n",
+      "  \"async_us_median\": %.1f, \"async_us_p90\": %.1f, \"async_ratio\": %.3f,\n"
+      "  \"async_pipelined_1thread_us_per_op\": %.1f, \"pipelined_1thread_ratio\": %.3f,\n"
+      "  \"async_pipelined_4threads_us_per_op\": %.1f, \"pipelined_4threads_ratio\": %.3f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), reps, kernel,
       Median(sync_us), Percentile(sync_us, 0.9), Median(sync_us) / kernel, Median(async_us),
-      Percentile(async_us, 0.9), Median(async_us) / kernel);
+      Percentile(async_us, 0.9), Median(async_us) / kernel, pipe1, pipe1 / kernel, pipe4,
+      pipe4 / kernel);
   return 0;
 }

@@ -1,5 +1,5 @@
 // The blockwise FP8 quantizer, one kernel template for 1x128 and 128x128 blocks of Y = X (the
-// transposed outputs, Y = Xᵀ, are not ported yet: the backend's Supports() refuses them).
+// fast path; every other granularity and Y = Xᵀ go through quantize_generic.cu).
 // Included by one .cu file per FP8 format so that the formats compile in parallel. The recipe is exactly that of kernels/cpu/quantize.cc (bit-exact):
 //   amax   = max |x| over the block, NaN if any element is NaN
 //   scale  = FP8_MAX / max(amax, eps)          IEEE division (__fdiv_rn)

@@ -9,6 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kerneld/server/daemon.h"
+#ifdef KD_HAVE_CUDA_GEMM_HARNESS
+#include "kerneld/kernels/cuda_gemm_harness.h"
+#endif
 #include "server/log.h"
 
 namespace kd {
@@ -53,9 +56,21 @@ DType InputDType(absl::string_view arch) {
   return ArchFamily(arch) == "gfx94x" ? DType::kE4M3FNUZ : DType::kE4M3FN;
 }
 
-HarnessFactory HarnessFor(const Backend& backend) {
-  if (backend.kind() != BackendKind::kCpu) return {};
-  return [](const TuneKey& key) { return CreateCpuGemmHarness(key, CpuGemmHarnessOptions()); };
+// The harness that tunes keys on `device` of `backend`; empty when that backend has none.
+HarnessFactory HarnessFor(const Backend& backend, int device) {
+  if (backend.kind() == BackendKind::kCpu) {
+    return [](const TuneKey& key) { return CreateCpuGemmHarness(key, CpuGemmHarnessOptions()); };
+  }
+#ifdef KD_HAVE_CUDA_GEMM_HARNESS
+  if (backend.kind() == BackendKind::kCuda) {
+    return [device](const TuneKey& key) {
+      CudaGemmHarnessOptions options;
+      options.device = device;
+      return CreateCudaGemmHarness(key, options);
+    };
+  }
+#endif
+  return {};
 }
 
 absl::Status CheckShape(const GemmTuneShape& s, size_t index) {
@@ -144,6 +159,8 @@ absl::Status AutotuneManager::Start() {
       o.validators.kerneld_version = KerneldVersion();
       o.validators.device = p.name;
       o.validators.arch = p.arch;
+      o.validators.driver_version = p.driver_version;
+      o.validators.runtime_version = p.runtime_version;
       o.spaces = &ConfigSpaceRegistry::Builtin();
       o.log = [](absl::string_view line) {
         Log("autotune: %.*s", static_cast<int>(line.size()), line.data());
@@ -158,7 +175,7 @@ absl::Status AutotuneManager::Start() {
               n.status().ToString().c_str());
         }
       }
-      c->harness = HarnessFor(*b);
+      c->harness = HarnessFor(*b, d);
       if (options_.background && c->harness) {
         ModelCache* raw = c.get();
         c->background = std::make_unique<BackgroundTuner>(

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/gemm_fp8_config.h"
 
 namespace kd {
 namespace {
@@ -70,16 +71,15 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-constexpr int32_t kSm90GemmVersion = 1;
-// NOTE: H100 gives a CTA at most 227 KiB of dynamic shared memory. A stage holds an A tile
-// (bm x 128 FP8 bytes) and a B tile (bn x 128), plus the bf16 D tile staged for the TMA store
-// and ~1 KiB of barriers and scales.
-constexpr int64_t kSm90SmemBytes = 227 * 1024;
+// 2: the kernel's own config format (GemmConfigToString); 1 had a format of its own.
+constexpr int32_t kSm90GemmVersion = 2;
 
-int Sm90MaxStages(int bm, int bn) {
-  const int64_t per_stage = int64_t{bm + bn} * 128;
-  const int64_t fixed = int64_t{bm} * bn * 2 + 1024;
-  return static_cast<int>(std::min<int64_t>(6, (kSm90SmemBytes - fixed) / per_stage));
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// 128x128 output tiles of the key's problem over all groups, as DefaultGemmConfig counts them.
+int64_t Sm90Tiles128(const TuneKey& key) {
+  const int64_t groups = key.variant == "k_grouped_tn" ? key.groups : 1;
+  return groups * CeilDiv(key.m, 128) * CeilDiv(key.n, 128);
 }
 
 ConfigSpace Sm90GemmSpace(absl::string_view variant) {
@@ -88,30 +88,24 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   s.variant = std::string(variant);
   s.arch_family = "sm_90";
   s.kernel_version = kSm90GemmVersion;
-  for (int bm : {64, 128, 256}) {
-    for (int bn : {64, 128, 192, 256}) {
-      if (bm * bn > 128 * 256) continue;
-      for (int cl : {1, 2}) {
-        for (int rs : {0, 1}) {
-          s.configs.push_back(FormatSm90GemmConfig({bm, bn, Sm90MaxStages(bm, bn), cl, rs}));
-        }
-      }
+  const bool dense = variant == "nt" || variant == "tn";
+  for (int raster : kSm90RasterGroups) {
+    for (const GemmConfig& c : BuiltGemmTiles(raster)) {
+      if (c.cluster == 1 || dense) s.configs.push_back(GemmConfigToString(c));
     }
   }
-  // Few rows (decode-like or small expert groups) want the short tile; otherwise 128x128 with a
-  // deep pipeline is the balanced choice that needs no tuning.
   s.heuristic = [](const TuneKey& key) {
-    const int bm = key.m <= 64 ? 64 : 128;
-    return FormatSm90GemmConfig({bm, 128, Sm90MaxStages(bm, 128), 1, 0});
+    return GemmConfigToString(HeuristicGemmConfig(Sm90Tiles128(key), Sm90SmCount(key.device)));
   };
-  s.check = [](absl::string_view c) { return ParseSm90GemmConfig(c).status(); };
-  s.applies = [](const TuneKey& key, absl::string_view c) {
-    auto cfg = ParseSm90GemmConfig(c);
-    if (!cfg.ok()) return false;
-    const int64_t rows = key.groups > 1 ? std::max<int64_t>(64, key.m / key.groups) : key.m;
-    if (cfg->bm > std::max<int64_t>(64, RoundUp(rows, 64))) return false;
-    if (cfg->bn > std::max<int64_t>(64, RoundUp(key.n, 64))) return false;
-    return cfg->cl == 1 || key.m >= 2 * cfg->bm;
+  s.check = [](absl::string_view c) { return ParseGemmConfig(c).status(); };
+  // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the
+  // problem has orders the tiles as the 8-tile band does.
+  s.applies = [](const TuneKey& key, absl::string_view text) {
+    auto c = ParseGemmConfig(text);
+    if (!c.ok()) return false;
+    const int64_t m_tiles = CeilDiv(key.m, c->block_m);
+    if (c->cluster > 1 && m_tiles < 2) return false;
+    return c->raster_group <= 8 || c->raster_group < m_tiles;
   };
   return s;
 }
@@ -252,8 +246,10 @@ std::vector<const ConfigSpace*> ConfigSpaceRegistry::All() const {
 
 absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry) {
   absl::Status status = registry.Register(CpuGemmSpace());
-  for (const char* variant : {"nt", "nn", "tn", "m_grouped_nt", "k_grouped_tn"}) {
+  for (const char* variant : {"nt", "tn", "m_grouped_nt", "k_grouped_tn"}) {
     status.Update(registry.Register(Sm90GemmSpace(variant)));
+  }
+  for (const char* variant : {"nt", "nn", "tn", "m_grouped_nt", "k_grouped_tn"}) {
     status.Update(registry.Register(HipGemmSpace(variant, "gfx90a")));
     status.Update(registry.Register(HipGemmSpace(variant, "gfx94x")));
   }
@@ -295,31 +291,8 @@ absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config) {
 
 std::string FormatCpuGemmConfig(int64_t tile_n) { return absl::StrCat("tn", tile_n); }
 
-absl::StatusOr<Sm90GemmConfig> ParseSm90GemmConfig(absl::string_view config) {
-  auto v = ParseFixedFields(config, {"bm", "bn", "st", "cl", "rs"});
-  if (!v.ok()) return v.status();
-  const std::vector<int64_t>& f = *v;
-  if (!OneOf(f[0], {64, 128, 256})) return OutOfRange(config, "bm", f[0], "64, 128 or 256");
-  if (!OneOf(f[1], {64, 128, 192, 256})) {
-    return OutOfRange(config, "bn", f[1], "64, 128, 192 or 256");
-  }
-  if (f[0] * f[1] > 128 * 256) {
-    return OutOfRange(config, "bm*bn", f[0] * f[1], "<= 32768 (128x256 accumulators)");
-  }
-  if (f[2] < 1 || f[2] > 8) return OutOfRange(config, "st", f[2], "in 1..8");
-  if (!OneOf(f[3], {1, 2})) return OutOfRange(config, "cl", f[3], "1 or 2");
-  if (!OneOf(f[4], {0, 1})) return OutOfRange(config, "rs", f[4], "0 or 1");
-  Sm90GemmConfig c;
-  c.bm = static_cast<int>(f[0]);
-  c.bn = static_cast<int>(f[1]);
-  c.st = static_cast<int>(f[2]);
-  c.cl = static_cast<int>(f[3]);
-  c.rs = static_cast<int>(f[4]);
-  return c;
-}
-
-std::string FormatSm90GemmConfig(const Sm90GemmConfig& c) {
-  return absl::StrCat("bm", c.bm, ".bn", c.bn, ".st", c.st, ".cl", c.cl, ".rs", c.rs);
+int Sm90SmCount(absl::string_view device_name) {
+  return absl::StrContains(device_name, "PCIe") ? 114 : 132;
 }
 
 absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config) {

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -27,6 +28,9 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_pool.h"
+#ifdef KD_HAVE_CUDA_GEMM
+#include "kernels/cuda/gemm/gemm_fp8.h"
+#endif
 #include "kernels/cuda/ipc_mappings.h"
 #include "kernels/cuda/kernel_timer.h"
 
@@ -244,6 +248,57 @@ absl::Status ReadChecks(const CudaStream::Group& group, ErrorRecordSlabs* slabs)
   return first;
 }
 
+// ---- GEMM: the sm_90a FP8 GEMM of gemm/ (see gemm/gemm_fp8.h for what it runs). The config
+// comes from GemmArgs::config (the daemon's tune cache); "" runs DefaultGemmConfig. A config that
+// does not parse or does not launch never fails the request: the default runs instead, and the
+// fallback is counted and logged (the first time, then at every power of two).
+std::atomic<uint64_t> gemm_config_fallbacks{0};
+
+void CountGemmConfigFallback(absl::string_view config, const absl::Status& why) {
+  const uint64_t n = gemm_config_fallbacks.fetch_add(1) + 1;
+  if ((n & (n - 1)) == 0) {
+    const std::string line = absl::StrCat("kerneld: cuda gemm config \"", config, "\" ignored, ",
+                                          "the default runs (", n, " so far): ", why.message());
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+absl::Status SupportsGemm(const GemmArgs& g, const std::vector<DeviceProperties>& devices) {
+#ifdef KD_HAVE_CUDA_GEMM
+  for (const DeviceProperties& p : devices) {
+    if (p.arch != "sm_90") {
+      return absl::UnimplementedError(absl::StrCat(
+          "the cuda gemm needs an sm_90 (Hopper) device; ", p.name, " is ", p.arch));
+    }
+  }
+  return CudaSupportsGemmFp8(g);
+#else
+  return absl::UnimplementedError("this kerneld was built without the cuda gemm");
+#endif
+}
+
+absl::Status LaunchGemm(const GemmArgs& g, int device, cudaStream_t stream) {
+#ifdef KD_HAVE_CUDA_GEMM
+  cudaDeviceProp prop{};
+  KD_GPU_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&prop.multiProcessorCount, cudaDevAttrMultiProcessorCount, device));
+  const GemmConfig fallback = DefaultGemmConfig(g, prop);
+  if (g.config.empty()) return LaunchGemmFp8(g, fallback, stream);
+  absl::StatusOr<GemmConfig> config = ParseGemmConfig(g.config);
+  if (!config.ok()) {
+    CountGemmConfigFallback(g.config, config.status());
+    return LaunchGemmFp8(g, fallback, stream);
+  }
+  const absl::Status launched = LaunchGemmFp8(g, *config, stream);
+  // Only a launch failure is the config's fault; a bad operand fails the default the same way.
+  if (launched.code() != absl::StatusCode::kInternal || *config == fallback) return launched;
+  CountGemmConfigFallback(g.config, launched);
+  return LaunchGemmFp8(g, fallback, stream);
+#else
+  return absl::UnimplementedError("this kerneld was built without the cuda gemm");
+#endif
+}
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(int device_count, uint64_t pool_cap_bytes)
@@ -256,6 +311,13 @@ class CudaBackend : public Backend {
         p.name = prop.name;
         p.arch = absl::StrCat("sm_", prop.major * 10 + prop.minor);
         p.memory_total = prop.totalGlobalMem;
+      }
+      int driver = 0, runtime = 0;
+      if (cudaDriverGetVersion(&driver) == cudaSuccess) {
+        p.driver_version = absl::StrCat(driver / 1000, ".", driver % 1000 / 10);
+      }
+      if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
+        p.runtime_version = absl::StrCat(runtime / 1000, ".", runtime % 1000 / 10);
       }
       properties_.push_back(p);
     }
@@ -430,9 +492,7 @@ class CudaBackend : public Backend {
       }
       return absl::OkStatus();
     }
-    if (std::holds_alternative<GemmArgs>(op)) {
-      return absl::UnimplementedError("gemm is not implemented on the cuda backend yet");
-    }
+    if (auto* g = std::get_if<GemmArgs>(&op)) return SupportsGemm(*g, properties_);
     return absl::OkStatus();
   }
 
@@ -544,6 +604,7 @@ class CudaBackend : public Backend {
   }
 
   absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s.device(), s.stream());
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
       const bool blockwise = (q->granularity == QuantGranularity::k1x128 ||
                               q->granularity == QuantGranularity::k128x128) &&

@@ -3,8 +3,8 @@
 //
 // A config is an opaque string to the cache and the tuner. Every built-in space writes it as
 // '.'-separated fields, each a lower-case name followed by a decimal integer, in a fixed order
-// ("bm128.bn128.st4.cl1.rs0"); the kernel that owns the space parses it with the typed parser
-// below, which accepts exactly the canonical form (so string equality is config equality).
+// ("bm128.bn128.s6.c1.r8.p0"); the kernel that owns the space parses it with its own typed
+// parser, which accepts exactly the canonical form (so string equality is config equality).
 //
 // Spaces are looked up by (op, variant, architecture family); see ArchFamily().
 #ifndef KERNELD_KERNELS_AUTOTUNE_SPACE_H_
@@ -86,8 +86,8 @@ class ConfigSpaceRegistry {
   std::vector<std::unique_ptr<ConfigSpace>> spaces_;
 };
 
-// Adds the spaces of kerneld's kernels to `registry`: the CPU GEMM (cpu), the CUDA GEMM (sm_90)
-// and the HIP GEMM (gfx90a, gfx94x; declared now, used when the HIP backend lands).
+// Adds the spaces of kerneld's kernels to `registry`: the CPU GEMM (cpu), the CUDA GEMM (sm_90,
+// see below) and the HIP GEMM (gfx90a, gfx94x; declared now, used when the HIP backend lands).
 absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
 
 // ---- Parse contracts of the built-in spaces. Each accepts exactly the canonical form written
@@ -98,22 +98,16 @@ absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
 absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config);
 std::string FormatCpuGemmConfig(int64_t tile_n);
 
-// sm_90 GEMM (kernels/cuda/gemm/, whose GemmConfig is built from this):
-//   bm  BLOCK_M, rows of D per CTA: 64, 128 or 256
-//   bn  BLOCK_N, columns of D per CTA: 64, 128, 192 or 256 (bm*bn <= 128*256: accumulators in
-//       the register file of two consumer warpgroups)
-//   st  pipeline stages of the TMA ring (K tile 128 bytes of FP8): 1..8
-//   cl  cluster size along M for TMA multicast of B: 1 or 2
-//   rs  tile rasterisation: 0 M-fastest, 1 N-fastest
-struct Sm90GemmConfig {
-  int bm = 128;
-  int bn = 128;
-  int st = 4;
-  int cl = 1;
-  int rs = 0;
-};
-absl::StatusOr<Sm90GemmConfig> ParseSm90GemmConfig(absl::string_view config);
-std::string FormatSm90GemmConfig(const Sm90GemmConfig& c);
+// sm_90 GEMM (kernels/cuda/gemm/): the kernel's own format and parser, GemmConfigToString and
+// ParseGemmConfig of kerneld/kernels/gemm_fp8_config.h ("bm128.bn128.s6.c1.r8.p0"). The space
+// holds every tile, stage and cluster combination CheckGemmConfig accepts (BuiltGemmTiles), each
+// with raster groups kSm90RasterGroups and num_ctas 0; clusters of 2 only for the dense variants
+// (the grouped ones run unclustered). Variants nt, tn, m_grouped_nt, k_grouped_tn (the kernel
+// does not run nn). Its heuristic is HeuristicGemmConfig with Sm90SmCount(key.device) SMs, the
+// same default the CUDA backend runs when a GEMM comes without a config.
+constexpr int kSm90RasterGroups[] = {8, 4, 16};
+// SMs of an sm_90 device by its name: 114 for an H100 PCIe, else 132 (H100 SXM, H800, H200).
+int Sm90SmCount(absl::string_view device_name);
 
 // HIP GEMM (gfx90a, gfx94x):
 //   bm, bn  tile of D per workgroup: 64, 128 or 256 (bm*bn <= 256*128)

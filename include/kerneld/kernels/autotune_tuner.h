@@ -19,13 +19,16 @@
 // Near-ties keep the incumbent: the choice does not drift between runs.
 //
 // Determinism: the tuner's only sources of variation are the Timer and the harness. Given a
-// Timer that returns the same times (a fake), it makes the same choice on every run.
+// Timer that returns the same times (a fake), it makes the same choice on every run. A harness
+// that times its own kernels on the device (DeviceSeconds) replaces the Timer's times, not its
+// clock (Now, which the budget is counted on).
 #ifndef KERNELD_KERNELS_AUTOTUNE_TUNER_H_
 #define KERNELD_KERNELS_AUTOTUNE_TUNER_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +55,11 @@ class TuneHarness {
   virtual absl::Status CheckOutput() = 0;
   // Called before every timed run: makes the next Run read inputs that are not cache-hot.
   virtual void EvictCaches() = 0;
+  // Seconds the last Run's kernel took on the device, for a harness that times its kernels
+  // itself (device events around the launch alone, so launch and synchronisation costs on the
+  // host stay out); the tuner then takes this instead of the Timer's measurement of Run.
+  // nullopt (the default) for a harness whose runs the Timer measures.
+  virtual std::optional<double> DeviceSeconds() const { return std::nullopt; }
 };
 
 // The tuner's clock. A test fakes it to make measurements exactly reproducible.

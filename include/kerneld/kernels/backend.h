@@ -57,6 +57,10 @@ struct DeviceProperties {
   std::string name;
   std::string arch;  // "x86_64", "sm_90", "gfx942"
   uint64_t memory_total = 0;
+  // GPU backends: the driver's and the runtime's versions ("13.0"), part of the tune cache's
+  // validators; "" on the CPU backend.
+  std::string driver_version;
+  std::string runtime_version;
 };
 
 struct MemoryStats {

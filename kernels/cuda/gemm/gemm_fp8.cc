@@ -9,9 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 
@@ -95,75 +93,12 @@ absl::Status CheckInt32(int64_t v, absl::string_view what) {
 
 }  // namespace
 
-std::string GemmConfigToString(const GemmConfig& c) {
-  return absl::StrCat("bm", c.block_m, ".bn", c.block_n, ".s", c.stages, ".c", c.cluster,
-                      ".r", c.raster_group, ".p", c.num_ctas);
-}
-
-absl::Status CheckGemmConfig(const GemmConfig& c) {
-  if (c.block_m != 128) return Invalid("config.block_m=", c.block_m, " must be 128");
-  if (c.block_n != 64 && c.block_n != 128) {
-    return Invalid("config.block_n=", c.block_n, " must be 64 or 128");
-  }
-  if (c.cluster != 1 && c.cluster != 2) {
-    return Invalid("config.cluster=", c.cluster, " must be 1 or 2");
-  }
-  bool stages_ok;
-  if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
-  else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
-  if (!stages_ok) {
-    return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
-                   " tile with cluster ", c.cluster,
-                   " (128x128: 4..6, 5..6 in clusters of 2; 128x64: 6 or 8, 8 in clusters of 2)");
-  }
-  if (c.raster_group < 1 || c.raster_group > 64) {
-    return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");
-  }
-  if (c.num_ctas < 0 || c.num_ctas > 65535) {
-    return Invalid("config.num_ctas=", c.num_ctas, " must be in 0..65535");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
-  GemmConfig c;
-  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
-  if (parts.size() != 6) {
-    return Invalid("config \"", text, "\" must have 6 fields like bm128.bn128.s6.c1.r8.p0");
-  }
-  static constexpr absl::string_view kPrefix[] = {"bm", "bn", "s", "c", "r", "p"};
-  int values[6];
-  for (int i = 0; i < 6; ++i) {
-    absl::string_view field = parts[i];
-    if (!absl::ConsumePrefix(&field, kPrefix[i]) || !absl::SimpleAtoi(field, &values[i])) {
-      return Invalid("config \"", text, "\": field ", i, " must be ", kPrefix[i], "<integer>");
-    }
-  }
-  c.block_m = values[0];
-  c.block_n = values[1];
-  c.stages = values[2];
-  c.cluster = values[3];
-  c.raster_group = values[4];
-  c.num_ctas = values[5];
-  KD_RETURN_IF_ERROR(CheckGemmConfig(c));
-  return c;
-}
-
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device) {
   int64_t rows = args.a.shape[0], cols = args.b.shape[0], groups = 1;
   if (args.variant == GemmVariant::kMGroupedNT) cols = args.b.shape[1];
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const int64_t tiles128 = groups * CeilDiv(rows, 128) * CeilDiv(cols, 128);
-  GemmConfig c;
-  // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
-  // 64-wide tiles double the count at a lower per-tile efficiency.
-  if (tiles128 * 4 < static_cast<int64_t>(device.multiProcessorCount) * 3) {
-    c.block_n = 64;
-    c.stages = 8;
-  }
-  // Clusters of 2 (B multicast) stay off by default: on an H100 they were no faster (the kernel
-  // is not bound by L2 traffic; bench/RESULTS.md); the autotuner may still pick them.
-  return c;
+  return HeuristicGemmConfig(tiles128, device.multiProcessorCount);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {

@@ -21,38 +21,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/ops.h"
 
 namespace kd {
 
-// The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
-// 2) and 128x64 tiles with 6 or 8 stages (8 in clusters of 2); each of the two consumer
-// warpgroups owns 64 rows.
-struct GemmConfig {
-  int block_m = 128;     // tile rows: 128
-  int block_n = 128;     // tile columns: 64 or 128
-  int stages = 6;        // shared-memory pipeline depth
-  int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
-                         // B tile once (TMA multicast). NT and TN only; grouped variants run 1.
-  int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
-  int num_ctas = 0;      // persistent CTAs; 0 = as many as fit at once (one per SM)
+// GemmConfig, GemmConfigToString, ParseGemmConfig and CheckGemmConfig: gemm_fp8_config.h.
 
-  bool operator==(const GemmConfig& o) const {
-    return block_m == o.block_m && block_n == o.block_n && stages == o.stages &&
-           cluster == o.cluster && raster_group == o.raster_group && num_ctas == o.num_ctas;
-  }
-};
-
-// "bm128.bn128.s6.c1.r8.p0": stable, what the autotune cache stores.
-std::string GemmConfigToString(const GemmConfig& config);
-// The inverse of GemmConfigToString. INVALID_ARGUMENT for a malformed string or values this
-// kernel does not build (the message names the field).
-absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text);
-// OK when LaunchGemmFp8 accepts `config`, else INVALID_ARGUMENT naming the field.
-absl::Status CheckGemmConfig(const GemmConfig& config);
-
-// A heuristic default, good without tuning: 128-column tiles unless they would leave most SMs
-// idle, in which case 64-column tiles double the tile count.
+// HeuristicGemmConfig for `args` on `device` (its tile count over all groups, its SM count).
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device);
 
 // Enqueues the GEMM on `stream`. `args` must have passed kd::Validate; its tensors are device

@@ -150,7 +150,7 @@ TEST(TuneCacheTest, SelectConfigServesTheDefaultOnAMissWithoutTuning) {
 
 TEST(TuneCacheTest, PutRefusesEntriesThisNodeCannotServe) {
   TuneCache cache(Options(""));
-  CacheEntry e = Entry(64, "bm128.bn128.st4.cl1.rs0");
+  CacheEntry e = Entry(64, "bm128.bn128.s6.c1.r8.p0");
   EXPECT_EQ(cache.Put(e).code(), absl::StatusCode::kInvalidArgument);
   e = Entry(64, "tn32");
   e.key.kernel_version += 1;

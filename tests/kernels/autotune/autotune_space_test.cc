@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "kerneld/kernels/gemm_fp8_config.h"
 
 namespace kd {
 namespace {
@@ -56,36 +57,119 @@ TEST(ConfigSpaceTest, ArchFamiliesGroupCompatibleArchitectures) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(ConfigSpaceTest, Sm90ParseContractAcceptsOnlyTheCanonicalForm) {
-  absl::StatusOr<Sm90GemmConfig> c = ParseSm90GemmConfig("bm128.bn256.st3.cl2.rs1");
+TEST(ConfigSpaceTest, Sm90SpaceUsesTheKernelsOwnFormatAndParser) {
+  const ConfigSpace* space = ConfigSpaceRegistry::Builtin().Find("gemm", "nt", "sm_90");
+  ASSERT_NE(space, nullptr);
+  for (const std::string& c : space->configs) {
+    absl::StatusOr<GemmConfig> parsed = ParseGemmConfig(c);
+    ASSERT_TRUE(parsed.ok()) << c << ": " << parsed.status();
+    EXPECT_EQ(GemmConfigToString(*parsed), c);
+    EXPECT_TRUE(space->check(c).ok()) << c;
+  }
+  EXPECT_EQ(space->check("bm128.bn128.st4.cl1.rs0").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(space->check("bm128.bn64.s6.c1.r3.p100").ok());  // a pin may name any built config
+}
+
+TEST(ConfigSpaceTest, Sm90ParserAcceptsOnlyTheCanonicalFormOfBuiltConfigs) {
+  absl::StatusOr<GemmConfig> c = ParseGemmConfig("bm128.bn64.s8.c2.r16.p0");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->bm, 128);
-  EXPECT_EQ(c->bn, 256);
-  EXPECT_EQ(c->st, 3);
-  EXPECT_EQ(c->cl, 2);
-  EXPECT_EQ(c->rs, 1);
-  EXPECT_EQ(FormatSm90GemmConfig(*c), "bm128.bn256.st3.cl2.rs1");
+  EXPECT_EQ(c->block_n, 64);
+  EXPECT_EQ(c->stages, 8);
+  EXPECT_EQ(c->cluster, 2);
+  EXPECT_EQ(c->raster_group, 16);
   const char* bad[] = {"",
-                       "bn128.bm128.st4.cl1.rs0",   // order
-                       "bm128.bn128.st4.cl1",       // missing field
-                       "bm128.bn128.st4.cl1.rs0.x1",
-                       "bm96.bn128.st4.cl1.rs0",    // bm not allowed
-                       "bm256.bn256.st2.cl1.rs0",   // too many accumulators
-                       "bm128.bn128.st9.cl1.rs0",
-                       "bm128.bn128.st04.cl1.rs0",  // leading zero: not canonical
-                       "BM128.bn128.st4.cl1.rs0",
-                       "bm128.bn128.st4.cl3.rs0"};
+                       "bn128.bm128.s6.c1.r8.p0",   // order
+                       "bm128.bn128.s6.c1.r8",      // missing field
+                       "bm128.bn128.s6.c1.r8.p0.x1",
+                       "bm64.bn128.s6.c1.r8.p0",    // block_m not built
+                       "bm128.bn96.s6.c1.r8.p0",    // block_n not built
+                       "bm128.bn128.s7.c1.r8.p0",   // stages not built for the tile
+                       "bm128.bn64.s6.c2.r8.p0",    // not built in a cluster
+                       "bm128.bn128.s06.c1.r8.p0",  // leading zero: not canonical
+                       "bm128.bn128.s+6.c1.r8.p0",  // sign: not canonical
+                       "bm128.bn128.s6.c1.r0.p0",
+                       "BM128.bn128.s6.c1.r8.p0"};
   for (const char* text : bad) {
-    EXPECT_EQ(ParseSm90GemmConfig(text).status().code(), absl::StatusCode::kInvalidArgument)
-        << text;
+    EXPECT_EQ(ParseGemmConfig(text).status().code(), absl::StatusCode::kInvalidArgument) << text;
   }
 }
 
-TEST(ConfigSpaceTest, EveryDeclaredConfigRoundTripsThroughItsParser) {
+// Every tile, stage and cluster combination the kernel accepts is a candidate (clusters for
+// the dense variants only), and nothing it rejects is.
+TEST(ConfigSpaceTest, Sm90SpaceHoldsExactlyTheTilesTheKernelBuilds) {
   const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
-  for (const std::string& c : r.Find("gemm", "nt", "sm_90")->configs) {
-    EXPECT_EQ(FormatSm90GemmConfig(*ParseSm90GemmConfig(c)), c);
+  for (const char* variant : {"nt", "tn", "m_grouped_nt", "k_grouped_tn"}) {
+    SCOPED_TRACE(variant);
+    const ConfigSpace* space = r.Find("gemm", variant, "sm_90");
+    ASSERT_NE(space, nullptr);
+    const bool dense = std::string(variant) == "nt" || std::string(variant) == "tn";
+    std::set<std::string> configs(space->configs.begin(), space->configs.end());
+    size_t expected = 0;
+    for (int raster : kSm90RasterGroups) {
+      for (int block_m : {64, 128, 256}) {
+        for (int block_n : {32, 64, 96, 128, 192, 256}) {
+          for (int cluster : {1, 2, 4}) {
+            for (int stages = 1; stages <= 10; ++stages) {
+              GemmConfig c;
+              c.block_m = block_m;
+              c.block_n = block_n;
+              c.stages = stages;
+              c.cluster = cluster;
+              c.raster_group = raster;
+              const bool built = CheckGemmConfig(c).ok() && (dense || cluster == 1);
+              expected += built ? 1 : 0;
+              EXPECT_EQ(configs.count(GemmConfigToString(c)), built ? 1u : 0u)
+                  << GemmConfigToString(c);
+            }
+          }
+        }
+      }
+    }
+    EXPECT_EQ(configs.size(), expected);
   }
+  EXPECT_EQ(r.Find("gemm", "nn", "sm_90"), nullptr);  // the kernel does not run nn
+}
+
+TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  const int32_t v = r.Find("gemm", "nt", "sm_90")->kernel_version;
+  // 32x56 = 1792 tiles of 128x128: the wide tile.
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)),
+            GemmConfigToString(HeuristicGemmConfig(32 * 56, 132)));
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm128.bn128.s6.c1.r8.p0");
+  // 1x56 tiles leave most of 132 SMs idle: 64-column tiles.
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 128, 7168, 2048, v)), "bm128.bn64.s8.c1.r8.p0");
+  // K-grouped: each group has its own output, so tiles count over groups.
+  TuneKey kg = Key("sm_90", "k_grouped_tn", 512, 1024, 8192, v);
+  EXPECT_EQ(*r.Default(kg), "bm128.bn64.s8.c1.r8.p0");
+  kg.groups = 8;
+  EXPECT_EQ(*r.Default(kg), "bm128.bn128.s6.c1.r8.p0");
+  // The SM count comes from the device name: 98 tiles are enough for 114 SMs, not for 132.
+  TuneKey pcie = Key("sm_90", "nt", 128 * 7, 128 * 14, 1024, v);
+  EXPECT_EQ(*r.Default(pcie), "bm128.bn64.s8.c1.r8.p0");
+  pcie.device = "NVIDIA H100 PCIe";
+  EXPECT_EQ(*r.Default(pcie), "bm128.bn128.s6.c1.r8.p0");
+  EXPECT_EQ(Sm90SmCount("NVIDIA H100 80GB HBM3"), 132);
+  EXPECT_EQ(Sm90SmCount("NVIDIA H100 PCIe"), 114);
+}
+
+TEST(ConfigSpaceTest, Sm90CandidatesSkipClustersAndRasterBandsAProblemCannotUse) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  absl::StatusOr<std::vector<std::string>> small = r.Candidates(Key("sm_90", "nt", 64, 4096, 512));
+  absl::StatusOr<std::vector<std::string>> large =
+      r.Candidates(Key("sm_90", "nt", 8192, 8192, 4096));
+  ASSERT_TRUE(small.ok() && large.ok());
+  EXPECT_LT(small->size(), large->size());
+  for (const std::string& c : *small) {
+    const GemmConfig cfg = *ParseGemmConfig(c);
+    EXPECT_EQ(cfg.cluster, 1) << c;
+    EXPECT_LE(cfg.raster_group, 8) << c;
+  }
+  EXPECT_EQ(large->size(), r.Find("gemm", "nt", "sm_90")->configs.size());
+}
+
+TEST(ConfigSpaceTest, EveryHipAndCpuConfigRoundTripsThroughItsParser) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
   for (const std::string& c : r.Find("gemm", "nt", "gfx942")->configs) {
     EXPECT_EQ(FormatHipGemmConfig(*ParseHipGemmConfig(c)), c);
   }
@@ -95,31 +179,6 @@ TEST(ConfigSpaceTest, EveryDeclaredConfigRoundTripsThroughItsParser) {
   EXPECT_EQ(ParseHipGemmConfig("bm128.bn128.bk32.nw4.st2").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseCpuGemmConfig("tn48").status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(ConfigSpaceTest, Sm90StagesFitSharedMemory) {
-  for (const std::string& c : ConfigSpaceRegistry::Builtin().Find("gemm", "nt", "sm_90")->configs) {
-    const Sm90GemmConfig cfg = *ParseSm90GemmConfig(c);
-    const int64_t smem = int64_t{cfg.st} * (cfg.bm + cfg.bn) * 128 + int64_t{cfg.bm} * cfg.bn * 2;
-    EXPECT_LE(smem, 227 * 1024) << c;
-    EXPECT_GE(cfg.st, 2) << c;
-  }
-}
-
-TEST(ConfigSpaceTest, CandidatesSkipTilesFarLargerThanTheProblem) {
-  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
-  absl::StatusOr<std::vector<std::string>> small = r.Candidates(Key("sm_90", "nt", 32, 64, 512));
-  absl::StatusOr<std::vector<std::string>> large =
-      r.Candidates(Key("sm_90", "nt", 8192, 8192, 4096));
-  ASSERT_TRUE(small.ok() && large.ok());
-  EXPECT_LT(small->size(), large->size());
-  for (const std::string& c : *small) {
-    const Sm90GemmConfig cfg = *ParseSm90GemmConfig(c);
-    EXPECT_EQ(cfg.bm, 64) << c;
-    EXPECT_EQ(cfg.bn, 64) << c;
-    EXPECT_EQ(cfg.cl, 1) << c;
-  }
-  EXPECT_EQ(large->size(), r.Find("gemm", "nt", "sm_90")->configs.size());
 }
 
 TEST(ConfigSpaceTest, CheckEntryNamesWhyAnEntryCannotBeServed) {

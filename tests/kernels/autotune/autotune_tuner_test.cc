@@ -118,6 +118,41 @@ TEST(TunerTest, ClearWinnerIsChosenAndItsOutputWasChecked) {
   for (const CandidateResult& c : r->candidates) EXPECT_TRUE(c.status.ok()) << c.config;
 }
 
+// A harness that times its own kernels (as the CUDA one does with events) reports device seconds;
+// the tuner ranks by those, not by the Timer's measurement of the whole Run.
+class DeviceTimedHarness : public TuneHarness {
+ public:
+  DeviceTimedHarness(std::unique_ptr<TuneHarness> inner, std::map<std::string, double> device)
+      : inner_(std::move(inner)), device_(std::move(device)) {}
+  absl::Status Run(absl::string_view config) override {
+    last_ = device_.at(std::string(config));
+    return inner_->Run(config);
+  }
+  absl::Status CheckOutput() override { return inner_->CheckOutput(); }
+  void EvictCaches() override { inner_->EvictCaches(); }
+  std::optional<double> DeviceSeconds() const override { return last_; }
+
+ private:
+  std::unique_ptr<TuneHarness> inner_;
+  std::map<std::string, double> device_;
+  double last_ = 0;
+};
+
+TEST(TunerTest, DeviceTimesOfTheHarnessReplaceTheTimersTimes) {
+  const TuneKey key = CpuKey();
+  DeviceTimedHarness harness(Harness(key), {{"tn16", 1e-3}, {"tn32", 1e-3}, {"tn64", 1e-3},
+                                            {"tn128", 1e-3}, {"tn256", 0.25e-3}});
+  // The wall clock says tn128 wins; the device says tn256.
+  FakeTimer timer({{"tn16", 2e-3}, {"tn32", 2e-3}, {"tn64", 2e-3}, {"tn128", 0.1e-3},
+                   {"tn256", 2e-3}},
+                  0.0);
+  absl::StatusOr<TuneResult> r = Tune(key, Spaces(), harness, timer, Fast());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->config, "tn256");
+  EXPECT_DOUBLE_EQ(r->measured.median, 0.25e-3);
+  EXPECT_DOUBLE_EQ(r->default_measured.median, 1e-3);
+}
+
 TEST(TunerTest, SameInputsGiveTheSameChoiceRunAfterRun) {
   const TuneKey key = CpuKey();
   // Three configs within 3% of each other under 5% jitter: a naive "fastest median" would flip

@@ -1,0 +1,58 @@
+// The config of the sm_90a blockwise FP8 GEMM (kernels/cuda/gemm/) and its one string format.
+//
+// Host-only and CUDA-free: the kernel's launcher parses the config it is given with it, and the
+// autotune space for sm_90 (autotune_space.h) enumerates and checks configs with it, so the tune
+// cache stores exactly what the kernel builds, in the kernel's own format.
+#ifndef KERNELD_KERNELS_GEMM_FP8_CONFIG_H_
+#define KERNELD_KERNELS_GEMM_FP8_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kd {
+
+// The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
+// 2) and 128x64 tiles with 6 or 8 stages (8 in clusters of 2); each of the two consumer
+// warpgroups owns 64 rows.
+struct GemmConfig {
+  int block_m = 128;     // tile rows: 128
+  int block_n = 128;     // tile columns: 64 or 128
+  int stages = 6;        // shared-memory pipeline depth
+  int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
+                         // B tile once (TMA multicast). NT and TN only; grouped variants run 1.
+  int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
+  int num_ctas = 0;      // persistent CTAs; 0 = as many as fit at once (one per SM)
+
+  bool operator==(const GemmConfig& o) const {
+    return block_m == o.block_m && block_n == o.block_n && stages == o.stages &&
+           cluster == o.cluster && raster_group == o.raster_group && num_ctas == o.num_ctas;
+  }
+  bool operator!=(const GemmConfig& o) const { return !(*this == o); }
+};
+
+// "bm128.bn128.s6.c1.r8.p0": stable, what the autotune cache stores.
+std::string GemmConfigToString(const GemmConfig& config);
+// The inverse of GemmConfigToString; accepts exactly its output for configs CheckGemmConfig
+// accepts (so string equality is config equality). INVALID_ARGUMENT for a malformed string or
+// values this kernel does not build (the message names the field).
+absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text);
+// OK when the kernel builds `config`, else INVALID_ARGUMENT naming the field.
+absl::Status CheckGemmConfig(const GemmConfig& config);
+
+// Every (block_n, stages, cluster) combination CheckGemmConfig accepts, with the given raster
+// group and num_ctas 0, 128-column tiles first: the sm_90 autotune space is built from it.
+std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
+
+// The heuristic default, good without tuning, for a problem of `tiles128` 128x128 output tiles
+// (over all groups) on a device of `sm_count` SMs: 128-column tiles unless they would leave most
+// SMs idle, in which case 64-column tiles double the tile count.
+GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count);
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_GEMM_FP8_CONFIG_H_

@@ -30,6 +30,14 @@ absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
   return registry;
 }
 
+std::unique_ptr<BackendRegistry> BackendRegistry::FromBackends(
+    std::vector<std::unique_ptr<Backend>> backends) {
+  auto registry = std::unique_ptr<BackendRegistry>(new BackendRegistry());
+  registry->backends_ = std::move(backends);
+  registry->default_ = registry->backends_.empty() ? nullptr : registry->backends_.front().get();
+  return registry;
+}
+
 Backend* BackendRegistry::Get(BackendKind kind) const {
   for (const auto& b : backends_) {
     if (b->kind() == kind) return b.get();

@@ -149,6 +149,7 @@ void Daemon::Shutdown(absl::Duration grace) {
 void Daemon::ReapLoop() {
   while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
     sessions_->ReapExpired();
+    executor_->RetainSessions([this](const std::string& id) { return sessions_->IsOpen(id); });
     UpdateGauges();
   }
 }

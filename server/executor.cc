@@ -124,6 +124,18 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   finish(q->backend->Synchronize(*q->stream));
 }
 
+void Executor::RetainSessions(const std::function<bool(const std::string&)>& open) {
+  std::lock_guard<std::mutex> lock(async_errors_->mu);
+  for (auto it = async_errors_->by_session.begin(); it != async_errors_->by_session.end();) {
+    it = open(it->first) ? std::next(it) : async_errors_->by_session.erase(it);
+  }
+}
+
+size_t Executor::held_failures() const {
+  std::lock_guard<std::mutex> lock(async_errors_->mu);
+  return async_errors_->by_session.size();
+}
+
 void Executor::CloseChecksFor(Queue* q, const std::string& session_id) {
   q->backend->CloseChecks(*q->stream, [errors = async_errors_, session_id](absl::Status status) {
     if (status.ok() || session_id.empty()) return;

@@ -99,6 +99,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
   return it->second;
 }
 
+bool SessionManager::IsOpen(const std::string& session_id) const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.count(session_id) > 0;
+}
+
 absl::StatusOr<uint32_t> SessionManager::Close(const std::string& session_id,
                                                const std::string& reason) {
   std::shared_ptr<Session> session;

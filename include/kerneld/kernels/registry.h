@@ -25,6 +25,9 @@ class BackendRegistry {
   // Probes what was compiled in. FAILED_PRECONDITION when `preferred` names a backend that is not
   // compiled in or has no device.
   static absl::StatusOr<std::unique_ptr<BackendRegistry>> Create(const RegistryOptions& options);
+  // A registry of exactly `backends` (the first is the default), for embedding kerneld's server
+  // with backends of one's own and for fault-injection tests.
+  static std::unique_ptr<BackendRegistry> FromBackends(std::vector<std::unique_ptr<Backend>> backends);
 
   // The backend new buffers go to when a request names none.
   Backend* Default() const { return default_; }

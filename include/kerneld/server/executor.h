@@ -57,6 +57,12 @@ class Executor {
   absl::Status Start();
   void Submit(ExecBatch batch);
 
+  // Drops the held ASYNC failures of sessions for which `open` is false (they ended before they
+  // could be told). The daemon calls it periodically.
+  void RetainSessions(const std::function<bool(const std::string&)>& open);
+  // ASYNC failures held for sessions' next requests.
+  size_t held_failures() const;
+
   uint64_t ops_completed() const { return ops_completed_.load(); }
   uint64_t ops_failed() const { return ops_failed_.load(); }
 

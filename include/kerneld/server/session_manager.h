@@ -101,6 +101,8 @@ class SessionManager {
                                                 uint32_t lease_seconds);
   // NOT_FOUND for an unknown (or already ended) session. Marks it active.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& session_id);
+  // Whether the session is open, without counting as activity (leases are not renewed).
+  bool IsOpen(const std::string& session_id) const;
   // Ends the session and releases its buffers; returns how many. Idempotent: NOT_FOUND when the
   // session is already gone.
   absl::StatusOr<uint32_t> Close(const std::string& session_id, const std::string& reason);

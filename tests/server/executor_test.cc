@@ -1,0 +1,135 @@
+// The executor's attribution of device-side check failures, with a fault-injecting backend: the
+// real CPU backend underneath, whose device-side checks fail on demand as a GPU's would.
+#include "kerneld/server/executor.h"
+
+#include <atomic>
+#include <future>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kerneld/kernels/registry.h"
+
+namespace kd {
+namespace {
+
+class NoopEvent : public Event {};
+
+// Delegates to the CPU backend; has IPC events that do nothing; the next CloseChecks reports a
+// failure when armed.
+class CheckFailingBackend : public Backend {
+ public:
+  CheckFailingBackend() : cpu_(CreateCpuBackend(1)) {}
+  void ArmFailure() { fail_next_ = true; }
+
+  BackendKind kind() const override { return cpu_->kind(); }
+  int DeviceCount() const override { return cpu_->DeviceCount(); }
+  DeviceProperties Properties(int d) const override { return cpu_->Properties(d); }
+  MemoryStats Memory(int d) const override { return cpu_->Memory(d); }
+  bool Healthy() const override { return true; }
+  absl::StatusOr<std::unique_ptr<Region>> Allocate(int d, uint64_t b) override { return cpu_->Allocate(d, b); }
+  absl::StatusOr<MemoryHandle> Export(const Region& r) override { return cpu_->Export(r); }
+  absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& h) override { return cpu_->Import(h); }
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int d) override { return cpu_->CreateStream(d); }
+  absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int, absl::string_view) override {
+    return std::make_unique<NoopEvent>();
+  }
+  absl::Status StreamWaitEvent(Stream&, Event&) override { return absl::OkStatus(); }
+  absl::Status RecordEvent(Stream&, Event&) override { return absl::OkStatus(); }
+  absl::Status Synchronize(Stream& s) override { return cpu_->Synchronize(s); }
+  void CloseChecks(Stream&, std::function<void(absl::Status)> done) override {
+    done(fail_next_.exchange(false)
+             ? absl::InvalidArgumentError("group_ends[1]=5 is less than group_ends[0]=7")
+             : absl::OkStatus());
+  }
+  absl::Status Supports(const Op& op) const override { return cpu_->Supports(op); }
+  absl::Status Run(const Op& op, Stream& s, KernelTimingFn t) override {
+    return cpu_->Run(op, s, std::move(t));
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  std::atomic<bool> fail_next_{false};
+};
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  ExecutorTest() {
+    auto backend = std::make_unique<CheckFailingBackend>();
+    backend_ = backend.get();
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(std::move(backend));
+    registry_ = BackendRegistry::FromBackends(std::move(backends));
+    executor_ = std::make_unique<Executor>(registry_.get(), &metrics_);
+    EXPECT_TRUE(executor_->Start().ok());
+  }
+
+  static Tensor HostTensor(void* data, DType dtype, std::vector<int64_t> shape) {
+    Tensor t;
+    t.data = data;
+    t.dtype = dtype;
+    t.rank = shape.size();
+    int64_t stride = 1;
+    for (int i = t.rank - 1; i >= 0; --i) {
+      t.shape[i] = shape[i];
+      t.strides[i] = stride;
+      stride *= shape[i];
+    }
+    return t;
+  }
+
+  // Runs one pad batch for `session` and returns its status.
+  absl::Status RunPad(const std::string& session, bool async) {
+    PadArgs pad;
+    pad.input = HostTensor(input_.data(), DType::kBF16, {4, 8});
+    pad.group_ends = HostTensor(ends_.data(), DType::kI32, {2});
+    pad.output = HostTensor(output_.data(), DType::kBF16, {34, 8});
+    pad.padded_group_ends = HostTensor(padded_ends_.data(), DType::kI32, {2});
+    pad.alignment = 16;
+    ExecBatch batch;
+    batch.backend = backend_;
+    batch.session_id = session;
+    batch.ops.push_back(pad);
+    batch.async = async;
+    if (async) batch.signal_event = std::make_shared<NoopEvent>();
+    std::promise<absl::Status> result;
+    batch.done = [&result](absl::Status s, double) { result.set_value(std::move(s)); };
+    executor_->Submit(std::move(batch));
+    return result.get_future().get();
+  }
+
+  Metrics metrics_{"test", "cpu"};
+  CheckFailingBackend* backend_ = nullptr;
+  std::unique_ptr<BackendRegistry> registry_;
+  std::unique_ptr<Executor> executor_;
+  std::vector<uint16_t> input_ = std::vector<uint16_t>(4 * 8, 0x3f80);
+  std::vector<int32_t> ends_ = {2, 4};
+  std::vector<uint16_t> output_ = std::vector<uint16_t>(34 * 8);
+  std::vector<int32_t> padded_ends_ = std::vector<int32_t>(2);
+};
+
+TEST_F(ExecutorTest, AsyncCheckFailureFailsThatSessionsNextRequestOnly) {
+  backend_->ArmFailure();
+  EXPECT_TRUE(RunPad("s1", /*async=*/true).ok());  // the reply went out before the verdict
+  EXPECT_TRUE(RunPad("s2", /*async=*/false).ok()) << "another session must not see it";
+  const absl::Status next = RunPad("s1", false);
+  EXPECT_EQ(next.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(next.message().find("group_ends[1]=5"), absl::string_view::npos) << next;
+  EXPECT_TRUE(RunPad("s1", false).ok()) << "a failure is reported once";
+}
+
+TEST_F(ExecutorTest, FailuresOfEndedSessionsAreDropped) {
+  backend_->ArmFailure();
+  EXPECT_TRUE(RunPad("gone", /*async=*/true).ok());
+  EXPECT_EQ(executor_->held_failures(), 1u);
+  executor_->RetainSessions([](const std::string& id) { return id != "gone"; });
+  EXPECT_EQ(executor_->held_failures(), 0u);
+}
+
+TEST_F(ExecutorTest, SyncBatchRunsThroughTheBackend) {
+  EXPECT_TRUE(RunPad("s1", false).ok());
+  EXPECT_EQ(padded_ends_[0], 16);
+  EXPECT_EQ(padded_ends_[1], 32);
+}
+
+}  // namespace
+}  // namespace kd

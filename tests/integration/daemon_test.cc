@@ -110,7 +110,13 @@ class DaemonTest : public ::testing::Test {
     const absl::Time start = absl::Now();
     while (absl::Now() - start < limit) {
       const std::string json = Status();
-      if (JsonInt(json, "sessions_active") == sessions && JsonInt(json, "buffers_registered") == buffers) {
+      // An ended session leaves the table just before its memory is released: with nothing
+      // left, wait for the memory too.
+      const bool memory_settled = sessions != 0 || buffers != 0 ||
+                                  (JsonInt(json, "memory_used_bytes") == 0 &&
+                                   JsonInt(json, "memory_imported_bytes") == 0);
+      if (JsonInt(json, "sessions_active") == sessions &&
+          JsonInt(json, "buffers_registered") == buffers && memory_settled) {
         return absl::Now() - start;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

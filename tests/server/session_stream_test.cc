@@ -39,7 +39,10 @@ TEST(SessionStreamTest, CancellingTheStreamEndsTheSession) {
     d.Register(s, shm);
     EXPECT_EQ(d.daemon().sessions().Stats().buffers, 1u);
   }  // the stream is cancelled here, as when a client process dies
-  for (int i = 0; i < 100 && d.daemon().sessions().Stats().sessions != 0; ++i) {
+  // The session leaves the table first and its buffers are released right after: wait for both.
+  for (int i = 0; i < 200 && (d.daemon().sessions().Stats().sessions != 0 ||
+                              d.daemon().backends().Default()->Memory(0).imported != 0);
+       ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(d.daemon().sessions().Stats().sessions, 0u);

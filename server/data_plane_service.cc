@@ -184,7 +184,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                      const v1::QuantizeRequest* req,
                                      v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Quantize", ctx), req->session_id(),
-                  req->completion(), 1,
+                  req->completion(), 1, /*batched=*/false,
                   [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
                     KD_ASSIGN_OR_RETURN(Op op, b.Quantize(req->op()));
                     ops.push_back(std::move(op));
@@ -196,7 +196,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* ctx, const v1::GemmRequest* req,
                                  v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(),
-                  req->completion(), 1,
+                  req->completion(), 1, /*batched=*/false,
                   [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
                     KD_ASSIGN_OR_RETURN(Op op, b.Gemm(req->op()));
                     ops.push_back(std::move(op));
@@ -208,7 +208,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   grpc::ServerUnaryReactor* Pad(grpc::CallbackServerContext* ctx, const v1::PadRequest* req,
                                 v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(),
-                  1,
+                  1, /*batched=*/false,
                   [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
                     KD_ASSIGN_OR_RETURN(Op op, b.Pad(req->op()));
                     ops.push_back(std::move(op));
@@ -220,7 +220,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   grpc::ServerUnaryReactor* Unpad(grpc::CallbackServerContext* ctx, const v1::UnpadRequest* req,
                                   v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(),
-                  req->completion(), 1,
+                  req->completion(), 1, /*batched=*/false,
                   [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
                     KD_ASSIGN_OR_RETURN(Op op, b.Unpad(req->op()));
                     ops.push_back(std::move(op));
@@ -232,7 +232,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Submit", ctx), req->session_id(),
-                  req->completion(), req->ops_size(),
+                  req->completion(), req->ops_size(), /*batched=*/true,
                   [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
                     for (int i = 0; i < req->ops_size(); ++i) {
                       absl::StatusOr<Op> op = b.Any(req->ops(i));
@@ -337,7 +337,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   using BuildFn = std::function<absl::Status(OpBinder&, std::vector<Op>&)>;
 
   grpc::ServerUnaryReactor* RunOps(RpcCall call, const std::string& session_id,
-                                   const v1::Completion& completion, int op_count, BuildFn build,
+                                   const v1::Completion& completion, int op_count, bool batched,
+                                   BuildFn build,
                                    std::function<void(double)> set_seconds) {
     if (daemon_->draining()) return call.Finish(absl::UnavailableError("the daemon is draining"));
     if (op_count > static_cast<int>(daemon_->options().max_batch_ops)) {
@@ -350,7 +351,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     absl::Status s = build(binder, batch.ops);
     if (!s.ok()) return call.Finish(s);
     for (size_t i = 0; i < batch.ops.size(); ++i) {
-      const std::string prefix = op_count > 1 || batch.ops.size() > 1 ? absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), ".") : "";
+      const std::string prefix = batched ? absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), ".") : "";
       s = Validate(batch.ops[i]);
       if (s.ok()) s = binder.backend()->Supports(batch.ops[i]);
       if (!s.ok()) return call.Finish(PrefixStatus(prefix, s));
@@ -362,6 +363,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       set_seconds(0.0);
       return call.Finish(absl::OkStatus());
     }
+    batch.batched = batched;
     batch.backend = binder.backend();
     batch.device = binder.device();
     batch.async = completion.mode() == v1::Completion::ASYNC;

@@ -113,7 +113,7 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
     absl::Status s = q->backend->Run(op, *q->stream, std::move(on_timed));
     if (!s.ok()) {
       CloseChecksFor(q, batch.session_id);  // the ops already enqueued
-      return finish(batch.ops.size() > 1 ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s) : s);
+      return finish(batch.batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s) : s);
     }
   }
   if (batch.async) {

@@ -17,12 +17,9 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/registry.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "tests/kernels/mini_json.h"
+#include "tests/kernels/golden_manifest.h"
 #include "tests/kernels/quantize_reference.h"
 
-#ifndef KD_GOLDEN_DIR
-#error "KD_GOLDEN_DIR must name tests/data/golden"
-#endif
 
 namespace kd {
 namespace {
@@ -30,25 +27,8 @@ namespace {
 using testing_json::Value;
 using testing_ref::HostTensor;
 
-std::string GoldenDir() {
-  const char* env = std::getenv("KD_GOLDEN_DIR");
-  return env != nullptr ? env : KD_GOLDEN_DIR;
-}
-
-std::string ReadFile(const std::string& rel) {
-  std::ifstream f(GoldenDir() + "/" + rel, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-const Value& Manifest() {
-  static const Value manifest = [] {
-    std::optional<Value> v = testing_json::Parse(ReadFile("manifest.json"));
-    return v ? *v : Value();
-  }();
-  return manifest;
-}
+using golden::Manifest;
+using golden::ReadFile;
 
 DType DTypeFromName(const std::string& n) {
   static const std::map<std::string, DType> kNames = {
@@ -89,7 +69,7 @@ DeviceCopy ToDevice(Backend& gpu, const HostTensor& host) {
 TEST(CudaGoldenTest, EveryCaseMatchesPyTorchOrIsUnimplemented) {
   KD_REQUIRE_CUDA(gpu);
   const Value& manifest = Manifest();
-  ASSERT_EQ(manifest.kind, Value::kObject) << "cannot read " << GoldenDir() << "/manifest.json";
+  ASSERT_EQ(manifest.kind, Value::kObject) << "cannot read " << golden::Dir() << "/manifest.json";
   auto stream = gpu->CreateStream(0).value();
   int matched = 0, unimplemented = 0;
   for (const Value& c : manifest["cases"].array) {

@@ -14,12 +14,9 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/registry.h"
-#include "tests/kernels/mini_json.h"
+#include "tests/kernels/golden_manifest.h"
 #include "tests/kernels/quantize_reference.h"
 
-#ifndef KD_GOLDEN_DIR
-#error "KD_GOLDEN_DIR must name tests/data/golden"
-#endif
 
 namespace kd {
 namespace {
@@ -27,23 +24,8 @@ namespace {
 using testing_json::Value;
 using testing_ref::HostTensor;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string Path(const std::string& rel) { return std::string(KD_GOLDEN_DIR) + "/" + rel; }
-
-const Value& Manifest() {
-  static const Value manifest = [] {
-    const std::string text = ReadFile(Path("manifest.json"));
-    std::optional<Value> v = testing_json::Parse(text);
-    return v ? *v : Value();
-  }();
-  return manifest;
-}
+using golden::Manifest;
+using golden::ReadFile;
 
 DType DTypeFromName(const std::string& n) {
   static const std::map<std::string, DType> kNames = {
@@ -65,7 +47,7 @@ QuantGranularity GranularityFromName(const std::string& n) {
 // A tensor of `dtype` and `shape` filled with the bytes of a golden file.
 HostTensor Load(const std::string& file, DType dtype, const std::vector<int64_t>& shape) {
   HostTensor t(dtype, shape);
-  const std::string bytes = ReadFile(Path(file));
+  const std::string bytes = ReadFile(file);
   const size_t expected = static_cast<size_t>(t.numel()) * DTypeSize(dtype);
   EXPECT_EQ(bytes.size(), expected) << file;
   std::memcpy(t.storage.data(), bytes.data(), std::min(bytes.size(), expected));
@@ -74,7 +56,7 @@ HostTensor Load(const std::string& file, DType dtype, const std::vector<int64_t>
 
 TEST(GoldenManifestTest, IsPresentAndCoversEveryGranularity) {
   const Value& m = Manifest();
-  ASSERT_EQ(m.kind, Value::kObject) << "cannot read " << Path("manifest.json");
+  ASSERT_EQ(m.kind, Value::kObject) << "cannot read " << golden::Dir() << "/manifest.json";
   std::set<std::string> granularities;
   bool transposed = false, dual = false, rceil = false, pow2 = false, kbm = false;
   for (const Value& c : m["cases"].array) {
@@ -135,7 +117,7 @@ TEST_P(GoldenCaseTest, CpuBackendMatchesPyTorchBitExactly) {
 
   for (const auto& [name, desc] : outs.object) {
     const HostTensor& mine = got.at(name);
-    const std::string expected = ReadFile(Path(desc["file"].string));
+    const std::string expected = ReadFile(desc["file"].string);
     const size_t elem = DTypeSize(mine.t.dtype);
     ASSERT_EQ(expected.size(), static_cast<size_t>(mine.numel()) * elem) << name;
     const auto* gb = reinterpret_cast<const uint8_t*>(mine.storage.data());
@@ -175,8 +157,8 @@ void CheckCastTable(const std::string& fmt) {
   const Value& table = Manifest()["cast_table"];
   const int64_t n = table["cast_inputs.f32"]["count"].AsInt();
   ASSERT_GT(n, 0);
-  const std::string values = ReadFile(Path(table["cast_inputs.f32"]["file"].string));
-  const std::string codes = ReadFile(Path(table["cast_" + fmt + ".u8"]["file"].string));
+  const std::string values = ReadFile(table["cast_inputs.f32"]["file"].string);
+  const std::string codes = ReadFile(table["cast_" + fmt + ".u8"]["file"].string);
   ASSERT_EQ(values.size(), static_cast<size_t>(n) * 4);
   ASSERT_EQ(codes.size(), static_cast<size_t>(n));
   int64_t mismatches = 0;
@@ -190,7 +172,7 @@ void CheckCastTable(const std::string& fmt) {
     }
   }
   EXPECT_EQ(mismatches, 0);
-  const std::string decoded = ReadFile(Path(table["decode_" + fmt + ".f32"]["file"].string));
+  const std::string decoded = ReadFile(table["decode_" + fmt + ".f32"]["file"].string);
   ASSERT_EQ(decoded.size(), 256u * 4);
   for (int c = 0; c < 256; ++c) {
     float torch_value;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "tests/kernels/mini_json.h"
+#include "tests/kernels/golden_manifest.h"
 #include "tests/support/test_daemon.h"
 
 namespace kd {
@@ -17,20 +17,8 @@ namespace {
 
 using testing_json::Value;
 
-std::string ReadFile(const std::string& rel) {
-  std::ifstream f(std::string(KD_GOLDEN_DIR) + "/" + rel, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-const Value& Manifest() {
-  static const Value manifest = [] {
-    std::optional<Value> v = testing_json::Parse(ReadFile("manifest.json"));
-    return v ? *v : Value();
-  }();
-  return manifest;
-}
+using golden::Manifest;
+using golden::ReadFile;
 
 v1::DType WireDType(const std::string& name) {
   static const std::map<std::string, v1::DType> kNames = {

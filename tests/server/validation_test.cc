@@ -364,6 +364,15 @@ TEST_F(ValidationTest, InvalidOpInBatchRunsNothingAndIsNamed) {
   EXPECT_EQ(static_cast<unsigned char>(shm_.as<char>()[kOut]), 0xAB) << "ops[0] ran";
 }
 
+TEST_F(ValidationTest, OneOpSubmitStillNamesTheOp) {
+  v1::SubmitRequest r;
+  r.set_session_id(session_.id);
+  v1::QuantizeOp bad = GoodQuantize().op();
+  bad.set_eps(-1.0f);  // a validation error, found after binding
+  *r.add_ops()->mutable_quantize() = bad;
+  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "ops[0].quantize.eps=-1 must be finite and > 0");
+}
+
 TEST_F(ValidationTest, OpKindNotSetIsInvalid) {
   v1::SubmitRequest r;
   r.set_session_id(session_.id);

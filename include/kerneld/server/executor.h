@@ -40,6 +40,8 @@ struct ExecBatch {
   // The session that submitted the batch. A device-side check that fails in an ASYNC batch
   // (known only after the reply went out) fails the next batch of this session, and of no other.
   std::string session_id;
+  // A Submit batch: errors name the op as "ops[i].<op>.", as validation does.
+  bool batched = false;
   std::function<void(absl::Status status, double kernel_seconds)> done;
 };
 

@@ -3,7 +3,12 @@
 // counts bytes read + bytes written, for the kernels and the copy alike. Prints one JSON document
 // (and writes it to argv[1] when given).
 //
-//   quant_pad_bench [OUT.json] [--quick]
+// Each op is timed by the backend's own CUDA events (the KernelTimingFn the daemon exports), with
+// `reps` ops enqueued back to back and one synchronisation at the end, as a busy daemon runs them:
+// timing an op enqueued on an idle stream would count the host's launch time between the start
+// event and the kernel.
+//
+//   quant_pad_bench [OUT.json] [--quick] [--only=SUBSTRING]   (SUBSTRING of "op/variant")
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +25,7 @@
 #include "kerneld/kernels/backend.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
+#include "kerneld/kernels/status_macros.h"
 
 namespace kd {
 namespace {
@@ -75,6 +81,28 @@ double MedianMs(cudaStream_t stream, int reps, const std::function<void()>& fn) 
   return ms[reps / 2];
 }
 
+// Median milliseconds of `op` by the backend's kernel timing: kWarmup runs, then `reps` runs
+// enqueued back to back and one synchronisation.
+absl::Status TimeOp(Backend& gpu, Stream& stream, const Op& op, int reps, double& median_ms) {
+  for (int i = 0; i < kWarmup; ++i) KD_RETURN_IF_ERROR(gpu.Run(op, stream, nullptr));
+  KD_RETURN_IF_ERROR(gpu.Synchronize(stream));
+  std::vector<std::atomic<double>> seconds(reps);
+  for (auto& s : seconds) s.store(-1);
+  for (int i = 0; i < reps; ++i) {
+    KD_RETURN_IF_ERROR(gpu.Run(op, stream, [&seconds, i](double s) { seconds[i].store(s); }));
+  }
+  KD_RETURN_IF_ERROR(gpu.Synchronize(stream));
+  std::vector<double> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    while (seconds[i].load() < 0) {
+    }
+    ms[i] = seconds[i].load() * 1e3;
+  }
+  std::sort(ms.begin(), ms.end());
+  median_ms = ms[reps / 2];
+  return absl::OkStatus();
+}
+
 struct Result {
   std::string op, variant;
   int64_t m, k;
@@ -88,10 +116,15 @@ int main(int argc, char** argv) {
   using namespace kd;
   std::string out_path;
   bool quick = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     else out_path = argv[i];
   }
+  const auto wanted = [&](const std::string& name) {
+    return only.empty() || name.find(only) != std::string::npos;
+  };
   auto gpu = CreateCudaBackend(0);
   if (gpu == nullptr) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -161,6 +194,7 @@ int main(int argc, char** argv) {
         {"dual_1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN, true},
     };
     for (const Variant& v : variants) {
+      if (!wanted(std::string("quantize/") + v.name)) continue;
       QuantizeArgs q;
       q.input = Make(input->data(), DType::kBF16, m, k);
       q.output = v.transpose ? Make(output->data(), v.out, k, m) : Make(output->data(), v.out, m, k);
@@ -191,28 +225,17 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s\n", v.name, st.ToString().c_str());
         return 1;
       }
-      auto* cs = &stream;
-      for (int i = 0; i < kWarmup; ++i) (void)gpu->Run(op, *cs, nullptr);
-      (void)gpu->Synchronize(*cs);
-      std::vector<double> per;
-      for (int i = 0; i < reps; ++i) {
-        std::atomic<double> kernel_s{-1};
-        st = gpu->Run(op, *cs, [&](double s) { kernel_s.store(s); });
-        if (st.ok()) st = gpu->Synchronize(*cs);
-        if (!st.ok()) {
-          std::fprintf(stderr, "%s: %s\n", v.name, st.ToString().c_str());
-          return 1;
-        }
-        while (kernel_s.load() < 0) {
-        }
-        per.push_back(kernel_s.load() * 1e3);
+      double ms = 0;
+      st = TimeOp(*gpu, stream, op, reps, ms);
+      if (!st.ok()) {
+        std::fprintf(stderr, "%s: %s\n", v.name, st.ToString().c_str());
+        return 1;
       }
-      std::sort(per.begin(), per.end());
       const double scale_bytes =
           static_cast<double>(DTypeSize(s_type)) * s_rows * std::max<int64_t>(s_cols, 1);
       const double bytes = static_cast<double>(m * k * 2 + m * k) + scale_bytes +
                            (v.dual ? static_cast<double>(m * k) + 4.0 * k * (m / 128) : 0.0);
-      results.push_back({"quantize", v.name, m, k, per[reps / 2], bytes, copy_same});
+      results.push_back({"quantize", v.name, m, k, ms, bytes, copy_same});
     }
     // Pad / unpad with 8 and 64 groups of random sizes, alignment 128.
     for (int64_t groups : {int64_t{8}, int64_t{64}}) {
@@ -240,26 +263,17 @@ int main(int argc, char** argv) {
       const std::string suffix = "_g" + std::to_string(groups) + "_a128";
       for (int which = 0; which < 2; ++which) {
         const Op op = which == 0 ? Op(p) : Op(u);
-        std::vector<double> per;
-        for (int i = 0; i < kWarmup; ++i) (void)gpu->Run(op, stream, nullptr);
-        (void)gpu->Synchronize(stream);
-        for (int i = 0; i < reps; ++i) {
-          std::atomic<double> kernel_s{-1};
-          absl::Status st = gpu->Run(op, stream, [&](double s) { kernel_s.store(s); });
-          if (st.ok()) st = gpu->Synchronize(stream);
-          if (!st.ok()) {
-            std::fprintf(stderr, "pad: %s\n", st.ToString().c_str());
-            return 1;
-          }
-          while (kernel_s.load() < 0) {
-          }
-          per.push_back(kernel_s.load() * 1e3);
+        if (!wanted(std::string(which == 0 ? "pad/" : "unpad/") + "bf16" + suffix)) continue;
+        double ms = 0;
+        const absl::Status st = TimeOp(*gpu, stream, op, reps, ms);
+        if (!st.ok()) {
+          std::fprintf(stderr, "pad: %s\n", st.ToString().c_str());
+          return 1;
         }
-        std::sort(per.begin(), per.end());
         // Pad reads the input rows and writes every output row; unpad reads and writes m rows.
         const double bytes = which == 0 ? 2.0 * k * (m + padded_rows) : 4.0 * k * m;
-        results.push_back({which == 0 ? "pad" : "unpad", "bf16" + suffix, m, k, per[reps / 2],
-                           bytes, copy_same});
+        results.push_back({which == 0 ? "pad" : "unpad", "bf16" + suffix, m, k, ms, bytes,
+                           copy_same});
       }
     }
   }

@@ -5,8 +5,12 @@
 
 namespace kd {
 
-Executor::Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare)
-    : backends_(backends), metrics_(metrics), prepare_(std::move(prepare)) {}
+Executor::Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare,
+                   bool inline_async)
+    : backends_(backends),
+      metrics_(metrics),
+      prepare_(std::move(prepare)),
+      inline_async_(inline_async) {}
 
 Executor::~Executor() {
   for (auto& q : queues_) {
@@ -42,10 +46,20 @@ void Executor::Submit(ExecBatch batch) {
     if (q->backend == batch.backend && q->device == batch.device) {
       {
         std::lock_guard<std::mutex> lock(q->mu);
-        q->pending.push_back(std::move(batch));
+        if (!(inline_async_ && batch.async && !q->running && q->pending.empty() && !q->stop)) {
+          q->pending.push_back(std::move(batch));
+          q->depth->Increment();
+          q->cv.notify_one();
+          return;
+        }
+        q->running = true;
       }
-      q->depth->Increment();
-      q->cv.notify_one();
+      RunBatch(q.get(), batch);
+      {
+        std::lock_guard<std::mutex> lock(q->mu);
+        q->running = false;
+      }
+      q->cv.notify_one();  // batches that arrived meanwhile wait for the queue's thread
       return;
     }
   }
@@ -59,13 +73,16 @@ void Executor::Serve(Queue* q) {
     ExecBatch batch;
     {
       std::unique_lock<std::mutex> lock(q->mu);
-      q->cv.wait(lock, [q] { return q->stop || !q->pending.empty(); });
+      q->cv.wait(lock, [q] { return !q->running && (q->stop || !q->pending.empty()); });
       if (q->pending.empty()) return;  // stopping, and nothing left to run
       batch = std::move(q->pending.front());
       q->pending.pop_front();
+      q->running = true;
     }
     q->depth->Decrement();
     RunBatch(q, batch);
+    std::lock_guard<std::mutex> lock(q->mu);
+    q->running = false;
   }
 }
 

@@ -29,6 +29,9 @@ ABSL_FLAG(uint64_t, max_session_bytes, uint64_t{64} << 30,
           "Most bytes one session may allocate from the daemon's pools.");
 ABSL_FLAG(uint32_t, max_lease_seconds, 3600, "Cap on the lease a session may ask for.");
 ABSL_FLAG(uint32_t, max_batch_ops, 256, "Most ops in one Submit.");
+ABSL_FLAG(bool, inline_async, true,
+          "Launch an ASYNC request that finds its device queue idle on the RPC's own thread "
+          "(no hand-off to the queue's thread).");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, autotune_cache_dir, "",
           "Directory of the autotune cache files, loaded at start and saved after every change "
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
   options.limits.max_lease_seconds = absl::GetFlag(FLAGS_max_lease_seconds);
   options.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.inline_async = absl::GetFlag(FLAGS_inline_async);
   options.autotune.cache_dir = absl::GetFlag(FLAGS_autotune_cache_dir);
   options.autotune.background = absl::GetFlag(FLAGS_autotune_background);
 

@@ -6,9 +6,12 @@
 //   ASYNC pipelined: T client threads (one session) issue ASYNC calls back to back; wall time
 //          from the first call to the last signal, per op (throughput, not latency)
 // The tensors are slices of this process's allocations, registered once by CUDA IPC handle.
+// Two same-run references split the time: the gRPC round trip alone (an empty Submit, which the
+// daemon answers without touching a device) and the same Quantize on a 128x128 input, whose
+// kernel takes a few microseconds (the daemon's request path plus the round trip).
 // Prints one JSON document.
 //
-//   quant_e2e_bench SOCKET [REPS]
+//   quant_e2e_bench SOCKET [REPS [M K]]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -70,10 +73,11 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   if (argc < 2) Die("usage: quant_e2e_bench SOCKET [REPS]");
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
+  const int64_t m = argc > 4 ? std::atoll(argv[3]) : 8192, k = argc > 4 ? std::atoll(argv[4]) : 4096;
+  if (reps < 4 || m < 128 || k < 128 || m % 128 != 0 || k % 128 != 0) Die("bad REPS, M or K");
   auto c = kd::client::Client::Connect(argv[1]);
   if (!c.ok()) Die("Connect: " + c.status().ToString());
   if (absl::Status s = (*c)->OpenSession("quant_e2e_bench"); !s.ok()) Die(s.ToString());
-  const int64_t m = 8192, k = 4096;
   char *in = nullptr, *out = nullptr, *sc = nullptr;
   const uint64_t in_id = RegisterSlice(**c, &in, m * k * 2, 1 << 20);
   const uint64_t out_id = RegisterSlice(**c, &out, m * k, 4096);
@@ -89,6 +93,24 @@ int main(int argc, char** argv) {
       kd::client::MakeTensorRef(out_id, v1::DTYPE_E4M3FN, {m, k}),
       kd::client::MakeTensorRef(sc_id, v1::DTYPE_F32, {m, k / 128}), v1::QUANT_1X128);
 
+  // The same op on the first 128x128 of the tensors (its rows are K apart in the input).
+  v1::QuantizeOp tiny = op;
+  for (v1::TensorRef* t : {tiny.mutable_input(), tiny.mutable_output(), tiny.mutable_scales()}) {
+    t->set_shape(0, 128);
+  }
+  tiny.mutable_input()->set_shape(1, 128);
+  tiny.mutable_output()->set_shape(1, 128);
+  tiny.mutable_scales()->set_shape(1, 1);
+  for (v1::TensorRef* t : {tiny.mutable_input(), tiny.mutable_output(), tiny.mutable_scales()}) {
+    t->clear_strides();
+  }
+  tiny.mutable_input()->add_strides(k);
+  tiny.mutable_input()->add_strides(1);
+  tiny.mutable_output()->add_strides(k);
+  tiny.mutable_output()->add_strides(1);
+  tiny.mutable_scales()->add_strides(k / 128);
+  tiny.mutable_scales()->add_strides(1);
+
   cudaEvent_t done;
   CheckCuda(cudaEventCreateWithFlags(&done, cudaEventInterprocess | cudaEventDisableTiming),
             "event");
@@ -101,6 +123,23 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 20; ++i) {
     if (!(*c)->Quantize(op).ok() || !(*c)->Quantize(op, async).ok()) Die("warm-up failed");
     CheckCuda(cudaEventSynchronize(done), "wait");
+  }
+  std::vector<double> floor_us, tiny_sync_us, tiny_async_us, tiny_kernel_us;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    if (!(*c)->Submit({}).ok()) Die("empty Submit failed");
+    floor_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    auto r = (*c)->Quantize(tiny);
+    if (!r.ok()) Die("tiny Quantize SYNC: " + r.status().ToString());
+    tiny_sync_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    tiny_kernel_us.push_back(r->kernel_seconds * 1e6);
+    t0 = Clock::now();
+    if (!(*c)->Quantize(tiny, async).ok()) Die("tiny Quantize ASYNC failed");
+    CheckCuda(cudaEventSynchronize(done), "wait");
+    tiny_async_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   std::vector<double> sync_us, kernel_us, async_us;
   for (int i = 0; i < reps; ++i) {
@@ -146,10 +185,14 @@ int main(int argc, char** argv) {
       "  \"sync_us_median\": %.1f, \"sync_us_p90\": %.1f, \"sync_ratio\": %.3f,\n"
       "  \"async_us_median\": %.1f, \"async_us_p90\": %.1f, \"async_ratio\": %.3f,\n"
       "  \"async_pipelined_1thread_us_per_op\": %.1f, \"pipelined_1thread_ratio\": %.3f,\n"
-      "  \"async_pipelined_4threads_us_per_op\": %.1f, \"pipelined_4threads_ratio\": %.3f\n}\n",
+      "  \"async_pipelined_4threads_us_per_op\": %.1f, \"pipelined_4threads_ratio\": %.3f,\n"
+      "  \"rpc_floor_empty_submit_us_median\": %.1f, \"rpc_floor_us_p90\": %.1f,\n"
+      "  \"tiny_128x128_kernel_us_median\": %.1f, \"tiny_sync_us_median\": %.1f,"
+      " \"tiny_async_us_median\": %.1f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), reps, kernel,
       Median(sync_us), Percentile(sync_us, 0.9), Median(sync_us) / kernel, Median(async_us),
       Percentile(async_us, 0.9), Median(async_us) / kernel, pipe1, pipe1 / kernel, pipe4,
-      pipe4 / kernel);
+      pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),
+      Median(tiny_sync_us), Median(tiny_async_us));
   return 0;
 }

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -20,6 +22,12 @@ class CheckFailingBackend : public Backend {
  public:
   CheckFailingBackend() : cpu_(CreateCpuBackend(1)) {}
   void ArmFailure() { fail_next_ = true; }
+  // The next Run signals `entered` and then waits for `release` before running.
+  void HoldNextRun(std::promise<void>* entered, std::shared_future<void> release) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_entered_ = entered;
+    hold_release_ = std::move(release);
+  }
 
   BackendKind kind() const override { return cpu_->kind(); }
   int DeviceCount() const override { return cpu_->DeviceCount(); }
@@ -43,23 +51,41 @@ class CheckFailingBackend : public Backend {
   }
   absl::Status Supports(const Op& op) const override { return cpu_->Supports(op); }
   absl::Status Run(const Op& op, Stream& s, KernelTimingFn t) override {
+    std::promise<void>* entered = nullptr;
+    std::shared_future<void> release;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entered = std::exchange(hold_entered_, nullptr);
+      release = std::exchange(hold_release_, {});
+    }
+    if (entered != nullptr) {
+      entered->set_value();
+      release.wait();
+    }
     return cpu_->Run(op, s, std::move(t));
   }
 
  private:
   std::unique_ptr<Backend> cpu_;
+  std::mutex mu_;
+  std::promise<void>* hold_entered_ = nullptr;
+  std::shared_future<void> hold_release_;
   std::atomic<bool> fail_next_{false};
 };
 
 class ExecutorTest : public ::testing::Test {
  protected:
-  ExecutorTest() {
+  ExecutorTest() { Make(/*inline_async=*/true); }
+
+  void Make(bool inline_async) {
+    executor_.reset();
+    registry_.reset();
     auto backend = std::make_unique<CheckFailingBackend>();
     backend_ = backend.get();
     std::vector<std::unique_ptr<Backend>> backends;
     backends.push_back(std::move(backend));
     registry_ = BackendRegistry::FromBackends(std::move(backends));
-    executor_ = std::make_unique<Executor>(registry_.get(), &metrics_);
+    executor_ = std::make_unique<Executor>(registry_.get(), &metrics_, PrepareOpFn{}, inline_async);
     EXPECT_TRUE(executor_->Start().ok());
   }
 
@@ -75,6 +101,27 @@ class ExecutorTest : public ::testing::Test {
       stride *= shape[i];
     }
     return t;
+  }
+
+  // Submits one pad batch for `session`; `done` gets its status and the thread that reported it.
+  void SubmitPad(const std::string& session, bool async,
+                 std::function<void(absl::Status, std::thread::id)> done) {
+    PadArgs pad;
+    pad.input = HostTensor(input_.data(), DType::kBF16, {4, 8});
+    pad.group_ends = HostTensor(ends_.data(), DType::kI32, {2});
+    pad.output = HostTensor(output_.data(), DType::kBF16, {34, 8});
+    pad.padded_group_ends = HostTensor(padded_ends_.data(), DType::kI32, {2});
+    pad.alignment = 16;
+    ExecBatch batch;
+    batch.backend = backend_;
+    batch.session_id = session;
+    batch.ops.push_back(pad);
+    batch.async = async;
+    if (async) batch.signal_event = std::make_shared<NoopEvent>();
+    batch.done = [done = std::move(done)](absl::Status s, double) {
+      done(std::move(s), std::this_thread::get_id());
+    };
+    executor_->Submit(std::move(batch));
   }
 
   // Runs one pad batch for `session` and returns its status.
@@ -129,6 +176,56 @@ TEST_F(ExecutorTest, SyncBatchRunsThroughTheBackend) {
   EXPECT_TRUE(RunPad("s1", false).ok());
   EXPECT_EQ(padded_ends_[0], 16);
   EXPECT_EQ(padded_ends_[1], 32);
+}
+
+TEST_F(ExecutorTest, AsyncBatchOnAnIdleQueueIsLaunchedOnTheSubmittingThread) {
+  std::thread::id async_thread, sync_thread;
+  SubmitPad("s1", /*async=*/true, [&](absl::Status s, std::thread::id t) {
+    EXPECT_TRUE(s.ok()) << s;
+    async_thread = t;
+  });
+  EXPECT_EQ(async_thread, std::this_thread::get_id()) << "done before Submit returned, inline";
+  std::promise<std::thread::id> sync_done;
+  SubmitPad("s1", /*async=*/false,
+            [&](absl::Status, std::thread::id t) { sync_done.set_value(t); });
+  sync_thread = sync_done.get_future().get();
+  EXPECT_NE(sync_thread, std::this_thread::get_id()) << "SYNC batches run on the queue's thread";
+}
+
+TEST_F(ExecutorTest, AsyncBatchWaitsBehindARunningBatchAndKeepsOrder) {
+  std::promise<void> entered;
+  std::promise<void> release;
+  backend_->HoldNextRun(&entered, release.get_future().share());
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::promise<void> both;
+  const std::thread::id test_thread = std::this_thread::get_id();
+  auto record = [&](std::string name) {
+    return [&, name](absl::Status s, std::thread::id t) {
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_NE(t, test_thread) << name << " ran on the submitting thread";
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(name);
+      if (order.size() == 2) both.set_value();
+    };
+  };
+  SubmitPad("s1", /*async=*/false, record("sync"));
+  entered.get_future().wait();  // the SYNC batch is running on the queue's thread
+  SubmitPad("s1", /*async=*/true, record("async"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(order.empty()) << "the ASYNC batch must queue behind the running one";
+  }
+  release.set_value();
+  both.get_future().wait();
+  EXPECT_EQ(order, (std::vector<std::string>{"sync", "async"}));
+}
+
+TEST_F(ExecutorTest, WithoutInlineAsyncEveryBatchRunsOnTheQueuesThread) {
+  Make(/*inline_async=*/false);
+  std::promise<std::thread::id> done;
+  SubmitPad("s1", /*async=*/true, [&](absl::Status, std::thread::id t) { done.set_value(t); });
+  EXPECT_NE(done.get_future().get(), std::this_thread::get_id());
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ struct DaemonOptions {
   RegistryOptions backends;
   SessionLimits limits;
   uint32_t max_batch_ops = 256;
+  // An ASYNC batch arriving at an idle device queue is launched on the RPC's own thread.
+  bool inline_async = true;
   int max_message_bytes = 4 << 20;
   absl::Duration reap_interval = absl::Milliseconds(200);
   AutotuneOptions autotune;

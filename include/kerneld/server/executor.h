@@ -1,12 +1,15 @@
 // Runs batches of validated ops, in order, on one queue per device.
 //
 // Each (backend, device) has a FIFO queue served by its own thread and one backend stream. A
-// batch is submitted whole and runs without interleaving; `done` is called exactly once, from
-// the queue's thread, after the last op completed (SYNC) or was enqueued and the signal event
-// recorded (ASYNC). A SYNC batch's status includes its ops' device-side checks (pad/unpad group
+// batch is submitted whole and runs without interleaving; `done` is called exactly once, after
+// the last op completed (SYNC) or was enqueued and the signal event recorded (ASYNC). It is
+// called from the queue's thread, except that with `inline_async` an ASYNC batch submitted while
+// its queue is idle (nothing pending, nothing running) runs on the submitting thread: enqueueing
+// a launch is short, and skipping the hand-off to the queue's thread and back takes a thread
+// wake-up off each end of the request. A SYNC batch's status includes its ops' device-side checks (pad/unpad group
 // ends); an ASYNC batch's are known only later, and a failure is reported by failing the same
 // session's next batch (FAILED_PRECONDITION naming the failure) before it runs. Kernel times go to kerneld_kernel_duration_seconds as the backend delivers
-// them. RPC callbacks only enqueue here; they never wait on a device.
+// them. RPC callbacks never wait on a device here: they enqueue, or launch an ASYNC batch inline.
 #ifndef KERNELD_SERVER_EXECUTOR_H_
 #define KERNELD_SERVER_EXECUTOR_H_
 
@@ -51,7 +54,8 @@ using PrepareOpFn = std::function<void(Backend* backend, int device, Op& op)>;
 
 class Executor {
  public:
-  Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare = {});
+  Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare = {},
+           bool inline_async = true);
   // Finishes the queued batches, then joins the threads.
   ~Executor();
 
@@ -78,6 +82,7 @@ class Executor {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<ExecBatch> pending;
+    bool running = false;  // a batch is running, on the queue's thread or inline
     bool stop = false;
     std::thread thread;
   };
@@ -98,6 +103,7 @@ class Executor {
   BackendRegistry* const backends_;
   Metrics* const metrics_;
   const PrepareOpFn prepare_;
+  const bool inline_async_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> ops_completed_{0};
   std::atomic<uint64_t> ops_failed_{0};

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# End-to-end Quantize latency through a real kerneld on the CUDA backend, from a bundle made by
+# /work/shared/tools/gpu-bundle (bin/kerneld, bin/quant_e2e_bench, lib/). The daemon runs once
+# with --inline_async (the default) and once without, in the same run, and each time the bench
+# measures 8192x4096 and 32768x7168.
+#   run_e2e.sh BUNDLE_DIR OUT_DIR [REPS]
+# Writes e2e_inline.json, e2e_queued.json and kerneld_*.log under OUT_DIR.
+set -u
+bundle=$(cd "$1" && pwd); out=$2; reps=${3:-300}
+export LD_LIBRARY_PATH=$bundle/lib
+sock=$(mktemp -d /tmp/kd_e2e.XXXXXX)
+for mode in inline queued; do
+  flag=--inline_async; [ $mode = queued ] && flag=--noinline_async
+  "$bundle/bin/kerneld" --socket=$sock/data.sock --admin_socket=$sock/admin.sock \
+    --metrics_address= --backend=cuda $flag > "$out/kerneld_$mode.log" 2>&1 &
+  daemon=$!
+  for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
+  {
+    echo "["
+    timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096
+    echo ","
+    timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168
+    echo "]"
+  } > "$out/e2e_$mode.json"
+  kill $daemon; wait $daemon
+  rm -f $sock/*.sock
+done
+python3 - "$out" <<'PY'
+import json, sys
+for mode in ("inline", "queued"):
+    for r in json.load(open(f"{sys.argv[1]}/e2e_{mode}.json")):
+        print(mode, r["op"], "kernel", r["kernel_us_median"], "sync", r["sync_us_median"],
+              r["sync_ratio"], "async", r["async_us_median"], r["async_ratio"],
+              "pipe4", r["async_pipelined_4threads_us_per_op"], "floor",
+              r["rpc_floor_empty_submit_us_median"], "tiny sync/async",
+              r["tiny_sync_us_median"], r["tiny_async_us_median"], "tiny kernel",
+              r["tiny_128x128_kernel_us_median"])
+PY

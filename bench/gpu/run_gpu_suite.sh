@@ -2,8 +2,10 @@
 # One GPU-machine run of the CUDA backend's tests and benchmarks, from a bundle made by
 # /work/shared/tools/gpu-bundle (bin/, lib/) with tests/data/golden copied to golden/.
 #   run_gpu_suite.sh BUNDLE_DIR OUT_DIR
-# Writes tests.log, quant_pad.json, e2e.json, kerneld.log, sass.txt, env.txt under OUT_DIR.
+# Writes tests.log, quant_pad.json, e2e_*.json (run_e2e.sh), kerneld_*.log, sass.txt, env.txt
+# under OUT_DIR.
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$1" && pwd); out=$2
 export LD_LIBRARY_PATH=$bundle/lib KD_GOLDEN_DIR=$bundle/golden
 cd "$bundle"
@@ -15,14 +17,8 @@ for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test; d
 done
 timeout 150 ./bin/quant_pad_bench "$out/quant_pad.json" > /dev/null 2>> "$out/tests.log"
 echo "=== quant_pad_bench rc=$?" >> "$out/tests.log"
-sock=/tmp/kd_e2e; mkdir -p $sock
-./bin/kerneld --socket=$sock/data.sock --admin_socket=$sock/admin.sock --metrics_address= \
-  --backend=cuda > "$out/kerneld.log" 2>&1 &
-daemon=$!
-for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
-timeout 90 ./bin/quant_e2e_bench $sock/data.sock 300 > "$out/e2e.json" 2>> "$out/tests.log"
-echo "=== quant_e2e_bench rc=$?" >> "$out/tests.log"
-kill $daemon; wait $daemon
+"$here/run_e2e.sh" "$bundle" "$out" 300 >> "$out/tests.log" 2>&1
+echo "=== run_e2e rc=$?" >> "$out/tests.log"
 if command -v cuobjdump > /dev/null; then
   cuobjdump -sass bin/quant_pad_bench > /tmp/all.sass 2>&1
   awk '/Function :/ {name=$3} /^ *\/\*[0-9a-f]+\*\// {n[name]++} END {for (f in n) print n[f], f}' \
@@ -32,7 +28,7 @@ if command -v cuobjdump > /dev/null; then
     /tmp/all.sass >> "$out/sass.txt"
 fi
 grep -E "^=== |FAILED|PASSED|golden cases" "$out/tests.log"
-cat "$out/e2e.json"
+grep -E "^(inline|queued) " "$out/tests.log"
 python3 -c "
 import json,sys
 d=json.load(open('$out/quant_pad.json'))

@@ -277,23 +277,30 @@ absl::Status SupportsGemm(const GemmArgs& g, const std::vector<DeviceProperties>
 #endif
 }
 
-absl::Status LaunchGemm(const GemmArgs& g, int device, cudaStream_t stream) {
+// NN runs as NT on a transposed copy of b held in the stream's scratch (see gemm/gemm_fp8.h).
+absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
 #ifdef KD_HAVE_CUDA_GEMM
   cudaDeviceProp prop{};
-  KD_GPU_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&prop.multiProcessorCount, cudaDevAttrMultiProcessorCount, device));
-  const GemmConfig fallback = DefaultGemmConfig(g, prop);
-  if (g.config.empty()) return LaunchGemmFp8(g, fallback, stream);
+  KD_GPU_RETURN_IF_ERROR(cudaDeviceGetAttribute(&prop.multiProcessorCount,
+                                                cudaDevAttrMultiProcessorCount, s.device()));
+  void* scratch = nullptr;
+  if (const uint64_t bytes = GemmFp8ScratchBytes(g); bytes > 0) {
+    KD_ASSIGN_OR_RETURN(scratch, s.Scratch(bytes));
+  }
+  const cudaStream_t stream = s.stream();
+  const GemmConfig fallback = DefaultGemmConfig(
+      g.variant == GemmVariant::kNN ? NnAsNtArgs(g, nullptr, nullptr) : g, prop);
+  if (g.config.empty()) return LaunchGemmFp8(g, fallback, stream, scratch);
   absl::StatusOr<GemmConfig> config = ParseGemmConfig(g.config);
   if (!config.ok()) {
     CountGemmConfigFallback(g.config, config.status());
-    return LaunchGemmFp8(g, fallback, stream);
+    return LaunchGemmFp8(g, fallback, stream, scratch);
   }
-  const absl::Status launched = LaunchGemmFp8(g, *config, stream);
+  const absl::Status launched = LaunchGemmFp8(g, *config, stream, scratch);
   // Only a launch failure is the config's fault; a bad operand fails the default the same way.
   if (launched.code() != absl::StatusCode::kInternal || *config == fallback) return launched;
   CountGemmConfigFallback(g.config, launched);
-  return LaunchGemmFp8(g, fallback, stream);
+  return LaunchGemmFp8(g, fallback, stream, scratch);
 #else
   return absl::UnimplementedError("this kerneld was built without the cuda gemm");
 #endif
@@ -604,7 +611,7 @@ class CudaBackend : public Backend {
   }
 
   absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s.device(), s.stream());
+    if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s);
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
       const bool blockwise = (q->granularity == QuantGranularity::k1x128 ||
                               q->granularity == QuantGranularity::k128x128) &&

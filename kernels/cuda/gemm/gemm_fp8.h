@@ -3,8 +3,11 @@
 //
 // Variants (semantics: GemmVariant in proto/kerneld/v1/kerneld.proto):
 //   NT, TN, M-grouped NT, K-grouped TN: supported, e4m3fn operands.
-//   NN: UNIMPLEMENTED here (FP8 wgmma reads only K-major operands; W needs a transposed copy).
-// Alignment: the base address and row stride of a and b must be multiples of 16 bytes (TMA);
+//   NN (dgrad): supported, e4m3fn operands, run as NT on a transposed copy of b (FP8 wgmma reads
+//     only operands contiguous along the reduction): b (R,N) is transposed into device scratch
+//     (N*R bytes, plus its scale grid) and the NT kernel runs on it, stream-ordered.
+// Alignment: the base address and row stride of a and b must be multiples of 16 bytes (TMA; for
+// NN, the transpose's 16-byte loads of b, so a contiguous NN b needs N a multiple of 16);
 // The grouped variants take at most 1024 groups. d may have any row stride.
 // Group ends are read by the kernel on the device, without a host synchronisation; the kernel
 // clamps them (non-decreasing, within [0, rows]) so a bad tensor can never make it access
@@ -31,11 +34,26 @@ namespace kd {
 // HeuristicGemmConfig for `args` on `device` (its tile count over all groups, its SM count).
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device);
 
+// Device scratch LaunchGemmFp8 needs for `args` (validated), in bytes: 0 for every variant but
+// NN, which needs room for bᵀ and its transposed scales.
+uint64_t GemmFp8ScratchBytes(const GemmArgs& args);
+
+// The NT problem an NN `args` runs as: a, a_scales, d and accumulate as given; b = `bt`, the
+// (N,R) contiguous transpose of args.b, and b_scales = `bt_scales`, (ceil(N/128), R/128)
+// contiguous. With null pointers it describes the shapes only (enough for DefaultGemmConfig).
+GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales);
+
 // Enqueues the GEMM on `stream`. `args` must have passed kd::Validate; its tensors are device
-// pointers of the current device. Returns INVALID_ARGUMENT for alignment this kernel cannot
-// take, UNIMPLEMENTED for variants or dtypes it does not run, INTERNAL for a CUDA error at
-// launch (the kernel's own faults surface at the next synchronisation).
-absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream);
+// pointers of the current device. `scratch`: GemmFp8ScratchBytes(args) bytes of device memory,
+// 256-byte aligned, that nothing else uses until this work has run on `stream` (stream order
+// suffices); when null and scratch is needed, it is taken with cudaMallocAsync on `stream` and
+// freed the same way (no host synchronisation either way). For NN, `config` is the config of
+// the NT problem it runs as (NnAsNtArgs). Returns INVALID_ARGUMENT for alignment this kernel
+// cannot take, UNIMPLEMENTED for variants or dtypes it does not run, RESOURCE_EXHAUSTED when
+// the scratch cannot be had, INTERNAL for a CUDA error at launch (the kernel's own faults
+// surface at the next synchronisation).
+absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream,
+                           void* scratch = nullptr);
 
 // How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one
 // GPC, so with clusters this can be below the SM count); 0 for a bad config or a CUDA error.

@@ -1,6 +1,8 @@
 // The sm_90a FP8 GEMM (kernels/cuda/gemm) against the CPU backend, the reference, on random
 // inputs at several magnitudes, one outlier per block and zeros, for every variant it runs and
-// each built tile width. Needs an sm_90 GPU (ctest label gpu).
+// each built tile width; NN (run as NT on a transposed copy of W) also through the CUDA backend
+// (the stream's scratch), bit for bit against NT on a host-transposed W, and the transpose alone
+// byte for byte. Needs an sm_90 GPU (ctest label gpu).
 //
 // Budget (GPU vs CPU): the tensor core sums FP8 products inside a 128-wide block with fewer bits
 // than fp32 (about 14 kept, by DeepSeek-V3's report for Hopper), which is why the kernel promotes
@@ -13,7 +15,11 @@
 // hence 2^-7: this is the hardware's in-block accumulation, which no kernel can undo.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,7 +27,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 
 namespace kd {
@@ -40,7 +48,7 @@ struct DeviceTensor {
   void* ptr = nullptr;
   Tensor t;
   DeviceTensor(const HostTensor& h, size_t pad_bytes = 0) {
-    const size_t bytes = h.t.numel() * DTypeSize(h.t.dtype);
+    const size_t bytes = h.storage.size() * sizeof(h.storage[0]);  // all rows, strided too
     EXPECT_EQ(cudaMalloc(&ptr, bytes + pad_bytes + 16), cudaSuccess);
     t = h.t;
     t.data = static_cast<char*>(ptr) + pad_bytes;
@@ -73,11 +81,25 @@ GemmArgs Bind(GemmArgs shape, std::vector<HostTensor>& t) {
 
 // Clears the sign bit of every FP8 code: |x| for e4m3fn (NaN codes stay NaN, none are drawn).
 void Abs(HostTensor& t) {
-  for (int64_t i = 0; i < t.t.numel(); ++i) t.bytes()[i] &= 0x7F;
+  for (size_t i = 0; i < t.storage.size() * sizeof(t.storage[0]); ++i) t.bytes()[i] &= 0x7F;
+}
+
+// Enqueues the op whose device tensors `args` names and waits for it.
+using GpuRun = std::function<absl::Status(const GemmArgs& args)>;
+
+GpuRun WithConfig(const GemmConfig& config) {
+  return [config](const GemmArgs& args) {
+    const absl::Status launched = LaunchGemmFp8(args, config, nullptr);
+    if (!launched.ok()) return launched;
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
+    return absl::OkStatus();
+  };
 }
 
 // Runs `op` on the GPU with `config` and on the CPU, and checks the budget.
-void CheckAgainstCpu(HostOp& op, const GemmConfig& config) {
+void CheckAgainstCpu(HostOp& op, const GemmConfig& config);
+void CheckAgainstCpu(HostOp& op, const GpuRun& run) {
   std::vector<HostTensor>& t = op.tensors;
   const bool accumulate = op.args.accumulate;
   // Expected: CPU on the same inputs, and the mass S on |a|, |b|.
@@ -110,9 +132,8 @@ void CheckAgainstCpu(HostOp& op, const GemmConfig& config) {
   gpu_args.d = dev[4]->t;
   if (dev.size() > 5) gpu_args.group_ends = dev[5]->t;
   ASSERT_TRUE(Validate(Op(gpu_args)).ok());
-  const absl::Status launched = LaunchGemmFp8(gpu_args, config, nullptr);
-  ASSERT_TRUE(launched.ok()) << launched;
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const absl::Status ran = run(gpu_args);
+  ASSERT_TRUE(ran.ok()) << ran;
   HostTensor out = t[4];
   dev[4]->CopyTo(out);
 
@@ -142,18 +163,43 @@ void CheckAgainstCpu(HostOp& op, const GemmConfig& config) {
   }
 }
 
+void CheckAgainstCpu(HostOp& op, const GemmConfig& config) {
+  CheckAgainstCpu(op, WithConfig(config));
+}
+
+// `src` (rows, cols) contiguous, transposed into a (cols, rows) tensor with row stride `stride`
+// >= rows (the bytes past each row are left 0).
+HostTensor TransposedBytes(const HostTensor& src, int64_t stride) {
+  const int64_t rows = src.t.shape[0], cols = src.t.shape[1];
+  HostTensor out = MakeHost(src.t.dtype, {cols, stride});
+  out.t.shape[1] = rows;
+  const uint8_t* s = static_cast<const uint8_t*>(src.t.data);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) out.bytes()[j * stride + i] = s[i * cols + j];
+  }
+  return out;
+}
+
+// Dense NT/TN: b (n, k). NN: b = W (k, n) with row stride `b_stride` (0: n), drawn as Wᵀ (n, k)
+// so that the outlier pattern puts one outlier in every 128-block of the reduction, as for NT.
 HostOp MakeDense(GemmVariant v, int64_t m, int64_t n, int64_t k, const Mix& mix,
-                 std::mt19937_64& rng) {
+                 std::mt19937_64& rng, int64_t b_stride = 0) {
   HostOp op;
-  const int64_t kb = k / 128;
+  const int64_t kb = k / 128, nb = (n + 127) / 128;
   op.tensors.push_back(MakeHost(DType::kE4M3FN, {m, k}));
   op.tensors.push_back(MakeHost(DType::kF32, {m, kb}));
-  op.tensors.push_back(MakeHost(DType::kE4M3FN, {n, k}));
-  op.tensors.push_back(MakeHost(DType::kF32, {v == GemmVariant::kNT ? (n + 127) / 128 : n, kb}));
+  HostTensor b = MakeHost(DType::kE4M3FN, {n, k});
+  FillFp8(b, mix.b, rng);
+  if (v == GemmVariant::kNN) {
+    op.tensors.push_back(TransposedBytes(b, b_stride > 0 ? b_stride : n));
+    op.tensors.push_back(MakeHost(DType::kF32, {kb, nb}));
+  } else {
+    op.tensors.push_back(std::move(b));
+    op.tensors.push_back(MakeHost(DType::kF32, {v == GemmVariant::kNT ? nb : n, kb}));
+  }
   op.tensors.push_back(MakeHost(mix.out, {m, n}));
   FillFp8(op.tensors[0], mix.a, rng);
   FillScales(op.tensors[1], mix.scale_magnitude, rng);
-  FillFp8(op.tensors[2], mix.b, rng);
   FillScales(op.tensors[3], 0, rng);
   if (mix.accumulate) FillGaussian(op.tensors[4], rng);
   op.args.variant = v;
@@ -182,6 +228,7 @@ struct DenseCase {
   GemmVariant variant;
   int64_t m, n, k;
   GemmConfig config;
+  int64_t b_stride = 0;  // NN only: W's row stride in bytes (0: contiguous, n)
 };
 
 class GemmCudaDenseTest : public ::testing::TestWithParam<DenseCase> {};
@@ -193,7 +240,7 @@ TEST_P(GemmCudaDenseTest, MatchesCpuBackendWithinBudget) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
     std::mt19937_64 rng(seed);
-    HostOp op = MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
+    HostOp op = MakeDense(c.variant, c.m, c.n, c.k, mix, rng, c.b_stride);
     CheckAgainstCpu(op, c.config);
   }
 }
@@ -221,13 +268,23 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{GemmVariant::kNT, 200, 4096, 256, Config(128, 64, 8, 8, 2)},
                       DenseCase{GemmVariant::kTN, 400, 136, 512, Config(128, 128, 6, 8, 2)},
                       DenseCase{GemmVariant::kTN, 256, 320, 1024, Config(128, 128, 6)},
-                      DenseCase{GemmVariant::kTN, 200, 72, 640, Config(128, 64, 8)}),
+                      DenseCase{GemmVariant::kTN, 200, 72, 640, Config(128, 64, 8)},
+                      // NN: ragged M and N (N a multiple of 16 when W is contiguous), one row,
+                      // clusters, and strided W whose N leaves a ragged 16-byte chunk.
+                      DenseCase{GemmVariant::kNN, 256, 256, 512, Config(128, 128, 6)},
+                      DenseCase{GemmVariant::kNN, 300, 208, 384, Config(128, 128, 4, 1)},
+                      DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 64, 8, 3)},
+                      DenseCase{GemmVariant::kNN, 1, 144, 128, Config(128, 128, 5)},
+                      DenseCase{GemmVariant::kNN, 1100, 1008, 1024, Config(128, 128, 6, 3, 2)},
+                      DenseCase{GemmVariant::kNN, 200, 200, 256, Config(128, 64, 8), 208},
+                      DenseCase{GemmVariant::kNN, 130, 7, 128, Config(128, 128, 6), 16}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
              std::to_string(c.n) + "x" + std::to_string(c.k) + "_bm" +
              std::to_string(c.config.block_m) + "_c" + std::to_string(c.config.cluster) + "_bn" +
-             std::to_string(c.config.block_n) + "_s" + std::to_string(c.config.stages);
+             std::to_string(c.config.block_n) + "_s" + std::to_string(c.config.stages) +
+             (c.b_stride > 0 ? "_ldb" + std::to_string(c.b_stride) : "");
     });
 
 TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
@@ -290,11 +347,268 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   }
 }
 
-TEST(GemmCudaTest, NnIsUnimplemented) {
+TEST(GemmCudaTest, NnIsSupportedForE4m3fnOnly) {
   GemmArgs g;
   g.variant = GemmVariant::kNN;
   g.a.dtype = g.b.dtype = DType::kE4M3FN;
+  EXPECT_TRUE(CudaSupportsGemmFp8(g).ok());
+  g.b.dtype = DType::kE5M2;
   EXPECT_EQ(CudaSupportsGemmFp8(g).code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(GemmCudaTest, NnWithUnalignedWeightRowsIsInvalidArgument) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  std::mt19937_64 rng(FreshSeed());
+  HostOp op = MakeDense(GemmVariant::kNN, 128, 200, 256, StandardMixes()[0], rng);  // stride 200
+  std::vector<std::unique_ptr<DeviceTensor>> dev;
+  for (const HostTensor& h : op.tensors) dev.push_back(std::make_unique<DeviceTensor>(h));
+  GemmArgs g = op.args;
+  g.a = dev[0]->t;
+  g.a_scales = dev[1]->t;
+  g.b = dev[2]->t;
+  g.b_scales = dev[3]->t;
+  g.d = dev[4]->t;
+  ASSERT_TRUE(Validate(Op(g)).ok());
+  absl::Status s = LaunchGemmFp8(g, GemmConfig(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("b.strides[0]=200"), std::string::npos) << s;
+  g.b.data = static_cast<char*>(g.b.data) + 8;
+  g.b.strides[0] = 208;
+  g.b.shape[1] = 192;
+  s = LaunchGemmFp8(g, GemmConfig(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("b starts at an address"), std::string::npos) << s;
+}
+
+#if defined(KD_HAVE_CUDA)
+// Through Backend::Run: NN takes bᵀ from the stream's scratch, which grows from one op to the
+// next (a larger N·R) and is reused by a smaller one after it.
+TEST(GemmCudaTest, NnThroughTheCudaBackendMatchesCpuBackend) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
+  ASSERT_NE(gpu, nullptr);
+  auto stream = gpu->CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const GpuRun run = [&](const GemmArgs& args) {
+    const absl::Status ran = gpu->Run(Op(args), **stream, nullptr);
+    if (!ran.ok()) return ran;
+    return gpu->Synchronize(**stream);
+  };
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape& shape : {Shape{200, 256, 256}, Shape{384, 1040, 1024}, Shape{1, 64, 128}}) {
+    for (const Mix& mix : GpuMixes()) {
+      const uint64_t seed = FreshSeed();
+      SCOPED_TRACE(testing::Message() << shape.m << "x" << shape.n << "x" << shape.k << " "
+                                      << mix.name << " seed " << seed);
+      std::mt19937_64 rng(seed);
+      HostOp op = MakeDense(GemmVariant::kNN, shape.m, shape.n, shape.k, mix, rng);
+      CheckAgainstCpu(op, run);
+    }
+  }
+}
+#endif
+
+// The transpose by itself: every byte and scale lands exactly, for full and ragged tiles,
+// strided sources, and sources narrower than one 16-byte chunk.
+TEST(TransposeFp8Test, CopiesEveryByteAndScaleExactly) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  struct Shape {
+    int64_t rows, cols, stride;
+  };
+  for (const Shape& c : {Shape{128, 128, 128}, Shape{384, 200, 208}, Shape{128, 1, 16},
+                         Shape{256, 17, 32}, Shape{1024, 1000, 1008}, Shape{256, 4112, 4112},
+                         Shape{640, 130, 256}}) {
+    SCOPED_TRACE(testing::Message() << c.rows << "x" << c.cols << " stride " << c.stride);
+    std::mt19937_64 rng(FreshSeed());
+    const int64_t rb = c.rows / 128, cb = (c.cols + 127) / 128, scale_stride = cb + 3;
+    std::vector<uint8_t> src(c.rows * c.stride);
+    for (uint8_t& v : src) v = static_cast<uint8_t>(rng());
+    std::vector<float> scales(rb * scale_stride);
+    for (float& v : scales) v = static_cast<float>(rng() % 100000) * 0.25f;
+    uint8_t *d_src = nullptr, *d_dst = nullptr;
+    float *d_scales = nullptr, *d_scales_t = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_src, src.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_dst, c.cols * c.rows), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_scales, scales.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_scales_t, cb * rb * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_src, src.data(), src.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_scales, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemset(d_dst, 0xA5, c.cols * c.rows), cudaSuccess);
+    cuda_gemm::TransposeFp8Params p;
+    p.src = d_src;
+    p.src_stride = c.stride;
+    p.rows = c.rows;
+    p.cols = c.cols;
+    p.dst = d_dst;
+    p.src_scales = d_scales;
+    p.src_scales_stride = scale_stride;
+    p.dst_scales = d_scales_t;
+    ASSERT_EQ(cuda_gemm::LaunchTransposeFp8(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> dst(c.cols * c.rows);
+    std::vector<float> scales_t(cb * rb);
+    ASSERT_EQ(cudaMemcpy(dst.data(), d_dst, dst.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(scales_t.data(), d_scales_t, scales_t.size() * 4,
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    int64_t wrong = 0;
+    std::string first;
+    for (int64_t j = 0; j < c.cols; ++j) {
+      for (int64_t i = 0; i < c.rows; ++i) {
+        if (dst[j * c.rows + i] != src[i * c.stride + j] && wrong++ == 0) {
+          first = absl::StrCat("dst(", j, ", ", i, ")=", dst[j * c.rows + i], " src(", i, ", ",
+                               j, ")=", src[i * c.stride + j]);
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << first;
+    for (int64_t j = 0; j < cb; ++j) {
+      for (int64_t i = 0; i < rb; ++i) {
+        EXPECT_EQ(scales_t[j * rb + i], scales[i * scale_stride + j]) << "scale " << j << "," << i;
+      }
+    }
+    cudaFree(d_src);
+    cudaFree(d_dst);
+    cudaFree(d_scales);
+    cudaFree(d_scales_t);
+  }
+}
+
+TEST(TransposeFp8Test, RefusesWhatItCannotCopy) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  uint8_t* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 1 << 20), cudaSuccess);
+  cuda_gemm::TransposeFp8Params p;
+  p.src = buf;
+  p.src_stride = 256;
+  p.rows = 256;
+  p.cols = 256;
+  p.dst = buf + (1 << 19);
+  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(p, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda_gemm::TransposeFp8Params bad = p;
+  bad.rows = 200;  // not a multiple of 128
+  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.src_stride = 264;  // not a multiple of 16
+  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.src = buf + 8;
+  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.src_scales = reinterpret_cast<const float*>(buf);  // without dst_scales
+  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  cudaFree(buf);
+}
+
+// NN is the NT kernel on a transposed W: at the dgrad size of the issue (dX 8192x7168 from
+// dY 8192x2048 and W 2048x7168) its output equals NT's on a host-transposed W bit for bit, with
+// the same config. Also prints the time of each (median of 20 runs, CUDA events) as JSON.
+TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  const int64_t m = 8192, n = 7168, r = 2048, rb = r / 128, nb = n / 128;
+  std::mt19937_64 rng(FreshSeed());
+  auto codes = [&rng](HostTensor& t) {  // every finite code, fast (no NaN: 0x7F/0xFF -> 0x7E/0xFE)
+    for (int64_t i = 0; i < t.t.numel(); ++i) {
+      uint8_t c = static_cast<uint8_t>(rng());
+      if ((c & 0x7F) == 0x7F) c ^= 1;
+      t.bytes()[i] = c;
+    }
+  };
+  HostTensor a = MakeHost(DType::kE4M3FN, {m, r}), w = MakeHost(DType::kE4M3FN, {r, n});
+  HostTensor sa = MakeHost(DType::kF32, {m, rb}), sw = MakeHost(DType::kF32, {rb, nb});
+  codes(a);
+  codes(w);
+  FillScales(sa, -10, rng);
+  FillScales(sw, -10, rng);
+  HostTensor wt = TransposedBytes(w, r);
+  HostTensor swt = MakeHost(DType::kF32, {nb, rb});
+  for (int64_t i = 0; i < rb; ++i) {
+    for (int64_t j = 0; j < nb; ++j) swt.data<float>()[j * rb + i] = sw.data<float>()[i * nb + j];
+  }
+  HostTensor d = MakeHost(DType::kBF16, {m, n});
+  DeviceTensor da(a), dsa(sa), dw(w), dsw(sw), dwt(wt), dswt(swt), dnn(d), dnt(d);
+  GemmArgs nn;
+  nn.variant = GemmVariant::kNN;
+  nn.a = da.t;
+  nn.a_scales = dsa.t;
+  nn.b = dw.t;
+  nn.b_scales = dsw.t;
+  nn.d = dnn.t;
+  ASSERT_TRUE(Validate(Op(nn)).ok());
+  GemmArgs nt = nn;
+  nt.variant = GemmVariant::kNT;
+  nt.b = dwt.t;
+  nt.b_scales = dswt.t;
+  nt.d = dnt.t;
+  ASSERT_TRUE(Validate(Op(nt)).ok());
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const GemmConfig config = DefaultGemmConfig(NnAsNtArgs(nn, nullptr, nullptr), prop);
+  void* scratch = nullptr;
+  ASSERT_EQ(cudaMalloc(&scratch, GemmFp8ScratchBytes(nn)), cudaSuccess);
+
+  ASSERT_TRUE(LaunchGemmFp8(nn, config, nullptr, scratch).ok());
+  ASSERT_TRUE(LaunchGemmFp8(nt, config, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  HostTensor got_nn = d, got_nt = d;
+  dnn.CopyTo(got_nn);
+  dnt.CopyTo(got_nt);
+  EXPECT_EQ(std::memcmp(got_nn.t.data, got_nt.t.data, m * n * 2), 0)
+      << "nn and nt on the transposed weight differ";
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < m * n; i += 997) nonzero += got_nt.data<uint16_t>()[i] != 0;
+  EXPECT_GT(nonzero, 0) << "the output is all zero: the comparison proves nothing";
+
+  cuda_gemm::TransposeFp8Params tp;
+  tp.src = dw.t.as<const uint8_t>();
+  tp.src_stride = n;
+  tp.rows = r;
+  tp.cols = n;
+  tp.dst = static_cast<uint8_t*>(scratch);
+  tp.src_scales = dsw.t.as<const float>();
+  tp.src_scales_stride = nb;
+  tp.dst_scales = reinterpret_cast<float*>(
+      static_cast<char*>(scratch) + GemmFp8ScratchBytes(nn) - nb * rb * sizeof(float));
+  auto time_us = [](const std::function<void()>& launch) {
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    for (int i = 0; i < 3; ++i) launch();
+    std::vector<float> us;
+    for (int i = 0; i < 20; ++i) {
+      cudaEventRecord(start, nullptr);
+      launch();
+      cudaEventRecord(stop, nullptr);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      us.push_back(ms * 1000);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  const double nt_us = time_us([&] { (void)LaunchGemmFp8(nt, config, nullptr); });
+  const double nn_us = time_us([&] { (void)LaunchGemmFp8(nn, config, nullptr, scratch); });
+  const double nn_alloc_us = time_us([&] { (void)LaunchGemmFp8(nn, config, nullptr); });
+  const double tr_us = time_us([&] { (void)cuda_gemm::LaunchTransposeFp8(tp, nullptr); });
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const double flops = 2.0 * m * n * r;
+  std::printf(
+      "{\"name\":\"nn_vs_nt\",\"device\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,"
+      "\"config\":\"%s\",\"nt_us\":%.1f,\"nt_tflops\":%.0f,\"nn_us\":%.1f,"
+      "\"nn_tflops\":%.0f,\"nn_own_scratch_us\":%.1f,\"transpose_us\":%.1f,"
+      "\"transpose_gbps\":%.0f}\n",
+      prop.name, static_cast<long long>(m), static_cast<long long>(n),
+      static_cast<long long>(r), GemmConfigToString(config).c_str(), nt_us,
+      flops / nt_us * 1e-6, nn_us, flops / nn_us * 1e-6, nn_alloc_us, tr_us,
+      2.0 * n * r / tr_us * 1e-3);
+  cudaFree(scratch);
 }
 
 TEST(GemmCudaTest, E5m2OperandIsUnimplemented) {

@@ -128,9 +128,10 @@ uint64_t NnScalesOffset(const GemmArgs& args) {
 
 // NN (dgrad) as NT: W (R,N) is transposed into scratch as Wᵀ (N,R), its scale grid (R/128,
 // ceil(N/128)) as (ceil(N/128), R/128), and the NT kernel runs on them, all on `stream`.
-// NOTE: the transpose reads and writes N*R bytes on every call (about 3% of an 8192x7168x2048
-// dgrad's time on an H100 by the numbers in tests/kernels/gemm). W changes only once per
-// optimizer step, so caching Wᵀ across the calls of a step is future work.
+// NOTE: the transpose reads and writes N*R bytes on every call: on an H100 at dX 8192x7168 from
+// dY 8192x2048, W 2048x7168, 12 µs (2.4 TB/s) of a 365 µs NN against 355 µs for NT on a
+// ready Wᵀ (GemmCudaTest.NnEqualsNtOnTransposedWeightBitForBit prints these). W changes only
+// once per optimizer step, so caching Wᵀ across the calls of a step is future work.
 absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream,
                           void* scratch) {
   KD_RETURN_IF_ERROR(CudaSupportsGemmFp8(args));

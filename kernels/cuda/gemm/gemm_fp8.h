@@ -47,7 +47,8 @@ GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales);
 // pointers of the current device. `scratch`: GemmFp8ScratchBytes(args) bytes of device memory,
 // 256-byte aligned, that nothing else uses until this work has run on `stream` (stream order
 // suffices); when null and scratch is needed, it is taken with cudaMallocAsync on `stream` and
-// freed the same way (no host synchronisation either way). For NN, `config` is the config of
+// freed the same way (no host synchronisation either way, but on an H100 it made an
+// 8192x7168x2048 NN 441 µs instead of 365: long-lived callers pass scratch, as the backend does). For NN, `config` is the config of
 // the NT problem it runs as (NnAsNtArgs). Returns INVALID_ARGUMENT for alignment this kernel
 // cannot take, UNIMPLEMENTED for variants or dtypes it does not run, RESOURCE_EXHAUSTED when
 // the scratch cannot be had, INTERNAL for a CUDA error at launch (the kernel's own faults

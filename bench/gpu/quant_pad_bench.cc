@@ -8,7 +8,7 @@
 // timing an op enqueued on an idle stream would count the host's launch time between the start
 // event and the kernel.
 //
-//   quant_pad_bench [OUT.json] [--quick] [--only=SUBSTRING]   (SUBSTRING of "op/variant")
+//   quant_pad_bench [OUT.json] [--quick] [--only=SUBSTRING[,SUBSTRING...]]  (of "op/variant")
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -122,8 +122,15 @@ int main(int argc, char** argv) {
     else if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     else out_path = argv[i];
   }
+  // --only=A,B: the ops whose name holds A or B.
   const auto wanted = [&](const std::string& name) {
-    return only.empty() || name.find(only) != std::string::npos;
+    if (only.empty()) return true;
+    for (size_t at = 0; at <= only.size();) {
+      const size_t comma = std::min(only.find(',', at), only.size());
+      if (comma > at && name.find(only.substr(at, comma - at)) != std::string::npos) return true;
+      at = comma + 1;
+    }
+    return false;
   };
   auto gpu = CreateCudaBackend(0);
   if (gpu == nullptr) {
@@ -175,6 +182,7 @@ int main(int argc, char** argv) {
       bool transpose, kbm, pow2;
       DType out;
       bool dual = false;
+      int64_t groups = 0;  // jagged: random group ends over M
     };
     const Variant variants[] = {
         {"1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN},
@@ -192,7 +200,19 @@ int main(int argc, char** argv) {
         {"per_tensor", QuantGranularity::kPerTensor, false, false, false, DType::kE4M3FN},
         {"mx1x32", QuantGranularity::kMx1x32, false, false, false, DType::kE4M3FN},
         {"dual_1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN, true},
+        {"jagged_rowwise_g8", QuantGranularity::kJaggedRowwise, false, false, false,
+         DType::kE4M3FN, false, 8},
+        {"jagged_colwise_g8", QuantGranularity::kJaggedColwise, true, false, false,
+         DType::kE4M3FN, false, 8},
     };
+    // Group ends for the jagged variants: 8 groups of random sizes.
+    std::vector<int32_t> jagged_ends(8);
+    for (auto& e : jagged_ends) e = static_cast<int32_t>(rng() % (m + 1));
+    std::sort(jagged_ends.begin(), jagged_ends.end());
+    jagged_ends.back() = static_cast<int32_t>(m);
+    auto d_jagged_ends = gpu->Allocate(0, jagged_ends.size() * 4).value();
+    BENCH_CHECK(cudaMemcpy(d_jagged_ends->data(), jagged_ends.data(), jagged_ends.size() * 4,
+                           cudaMemcpyHostToDevice));
     for (const Variant& v : variants) {
       if (!wanted(std::string("quantize/") + v.name)) continue;
       QuantizeArgs q;
@@ -207,8 +227,10 @@ int main(int argc, char** argv) {
         case QuantGranularity::kPerRow: s_cols = 1; break;
         case QuantGranularity::kPerTensor: s_rows = 1, s_cols = 0; break;
         case QuantGranularity::kMx1x32: s_cols = cols / 32, s_type = DType::kU8; break;
+        case QuantGranularity::kJaggedColwise: s_rows = v.groups, s_cols = k; break;
         default: break;
       }
+      if (v.groups > 0) q.group_ends = Make(d_jagged_ends->data(), DType::kI32, v.groups, 0);
       if (v.kbm) std::swap(s_rows, s_cols);
       q.scales = Make(scales->data(), s_type, s_rows, s_cols);
       if (v.dual) {

@@ -3,9 +3,10 @@
 // with the static CUDA runtime and never links libcuda, so CreateCudaBackend simply returns
 // nullptr on a machine without a driver or device.
 //
-// How an error found on the device surfaces: pad/unpad check group ends on the device (the host
-// never reads them). Each such op gets its own host-mapped record; the stream lists the records
-// of its open group (the ops run since its last Synchronize or CloseChecks). Synchronize waits
+// How an error found on the device surfaces: pad/unpad and the jagged quantize granularities
+// check group ends on the device (the host never reads them). Each such op gets its own
+// host-mapped record; the stream lists the records of its open group (the ops run since its
+// last Synchronize or CloseChecks). Synchronize waits
 // and returns the first violation of the open group only, as INVALID_ARGUMENT naming the op and
 // group ("ops[1].pad: group_ends[3]=10 is less than group_ends[2]=12; ..."); CloseChecks hands
 // the group's records to the kernel timer's poller, which reads them once an event recorded
@@ -205,7 +206,7 @@ cuda::Fp8Format FormatOf(DType d) {
 
 // The message of a violation a kernel recorded, in the words of kd::CheckGroupEnds.
 absl::Status DeviceErrorStatus(const DeviceErrorRecord& r) {
-  const absl::string_view op = r.op == 0 ? "pad" : "unpad";
+  const absl::string_view op = r.op == 0 ? "pad" : (r.op == 1 ? "unpad" : "quantize");
   switch (r.code) {
     case DeviceErrorRecord::kGroupEndDecreasing:
       return absl::InvalidArgumentError(absl::StrCat(
@@ -490,9 +491,7 @@ class CudaBackend : public Backend {
 
   absl::Status Supports(const Op& op) const override {
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
-      if (q->granularity == QuantGranularity::kJaggedRowwise ||
-          q->granularity == QuantGranularity::kJaggedColwise ||
-          q->granularity == QuantGranularity::kInvalid) {
+      if (q->granularity == QuantGranularity::kInvalid) {
         return absl::UnimplementedError(absl::StrCat("quantize granularity ",
                                                      GranularityName(q->granularity),
                                                      " is not implemented on the cuda backend"));
@@ -610,9 +609,63 @@ class CudaBackend : public Backend {
     return Check(cuda::LaunchQuantizeGeneric(p, s.stream()), "quantize launch");
   }
 
+  // per_row, per_tensor and mx1x32 of Y = X, and the jagged granularities (quantize_rows.cu).
+  static bool RunsOnRowKernels(const QuantizeArgs& q) {
+    switch (q.granularity) {
+      case QuantGranularity::kPerRow:
+      case QuantGranularity::kPerTensor:
+      case QuantGranularity::kMx1x32:
+        return !q.transpose_output;
+      case QuantGranularity::kJaggedRowwise:
+      case QuantGranularity::kJaggedColwise:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  absl::Status LaunchRows(const QuantizeArgs& q, CudaStream& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    cuda::RowQuantizeParams p;
+    switch (q.granularity) {
+      case QuantGranularity::kPerRow: p.kind = cuda::RowQuantizeKind::kPerRow; break;
+      case QuantGranularity::kPerTensor: p.kind = cuda::RowQuantizeKind::kPerTensor; break;
+      case QuantGranularity::kMx1x32: p.kind = cuda::RowQuantizeKind::kMx1x32; break;
+      case QuantGranularity::kJaggedRowwise: p.kind = cuda::RowQuantizeKind::kJaggedRowwise; break;
+      default: p.kind = cuda::RowQuantizeKind::kJaggedColwise; break;
+    }
+    p.input = q.input.data;
+    p.input_stride = q.input.strides[0];
+    p.input_type = InputTypeOf(q.input.dtype);
+    p.m = q.input.shape[0];
+    p.k = q.input.shape[1];
+    p.output = q.output.as<uint8_t>();
+    p.output_stride = q.output.strides[0];
+    p.format = FormatOf(q.output.dtype);
+    p.scales = q.scales.data;
+    p.scales_stride = q.scales.rank == 2 ? q.scales.strides[0] : 0;
+    p.k_block_major_scales = q.scale_layout == ScaleLayout::kKBlockMajor;
+    p.pow2_scales = q.scale_format == ScaleFormat::kPow2;
+    p.eps = q.eps;
+    p.mx_rceil = q.mx_rounding == MxRounding::kRceil;
+    if (q.group_ends.present()) {
+      p.group_ends = q.group_ends.data;
+      p.group_ends_stride = q.group_ends.strides[0];
+      p.group_ends_i64 = q.group_ends.dtype == DType::kI64;
+      p.groups = q.group_ends.shape[0];
+      KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
+    }
+    const uint64_t scratch = cuda::RowQuantizeScratchBytes(p);
+    if (scratch > 0) {
+      KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(scratch));
+    }
+    return Check(cuda::LaunchRowQuantize(p, s.stream()), "quantize launch");
+  }
+
   absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s);
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
+      if (RunsOnRowKernels(*q)) return LaunchRows(*q, s);
       const bool blockwise = (q->granularity == QuantGranularity::k1x128 ||
                               q->granularity == QuantGranularity::k128x128) &&
                              !q->transpose_output;

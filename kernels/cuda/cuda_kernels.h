@@ -82,7 +82,7 @@ struct DeviceErrorRecord {
     kPaddedRowsExceed = 3,    // unpad: padded row count (value) > input rows (bound)
   };
   int32_t code;
-  int32_t op;     // 0: pad, 1: unpad
+  int32_t op;     // 0: pad, 1: unpad, 2: quantize (jagged)
   int64_t group;
   int64_t value;
   int64_t bound;
@@ -118,6 +118,42 @@ cudaError_t LaunchPad(const PadParams& params, cudaStream_t stream);
 // Unpad: the reverse (in_rows padded rows to out_rows rows). Checks as Pad with last ==
 // out_rows, and that the padded row count fits in in_rows.
 cudaError_t LaunchUnpad(const PadParams& params, cudaStream_t stream);
+
+// The row-wise quantizers (quantize_rows.cu), the recipes of kernels/cpu/quantize.cc: per_row,
+// per_tensor and mx1x32 of Y = X, jagged_rowwise (1x128 of X, group ends checked) and
+// jagged_colwise (Y = Xᵀ, one scale per (group, column of X)). Strides are in elements.
+enum class RowQuantizeKind : uint8_t { kPerRow, kPerTensor, kMx1x32, kJaggedRowwise,
+                                       kJaggedColwise };
+struct RowQuantizeParams {
+  RowQuantizeKind kind = RowQuantizeKind::kPerRow;
+  const void* input = nullptr;  // X (m, k)
+  int64_t input_stride = 0;
+  InputType input_type = InputType::kBF16;
+  int64_t m = 0, k = 0;
+  uint8_t* output = nullptr;    // Y: (m, k), or (k, m) for jagged_colwise
+  int64_t output_stride = 0;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  // f32, or u8 e8m0 for mx1x32: (m, 1) per_row, (1) per_tensor, (m, k/32) mx1x32, (m, k/128) or
+  // (k/128, m) jagged_rowwise, (groups, k) jagged_colwise.
+  void* scales = nullptr;
+  int64_t scales_stride = 0;
+  bool k_block_major_scales = false;  // jagged_rowwise
+  bool pow2_scales = false;
+  float eps = 1e-12f;
+  bool mx_rceil = false;
+  // Jagged: (groups) i32 or i64 row ends in client memory, read once on the device and checked
+  // as kd::CheckGroupEnds does; a violation is written to `error` (host-mapped, op 2) and the op
+  // then writes nothing.
+  const void* group_ends = nullptr;
+  int64_t group_ends_stride = 0;
+  bool group_ends_i64 = false;
+  int64_t groups = 0;
+  DeviceErrorRecord* error = nullptr;
+  void* scratch = nullptr;      // RowQuantizeScratchBytes(params) bytes of device memory
+};
+// Device scratch LaunchRowQuantize needs for `params` (0: none), 256-byte aligned.
+uint64_t RowQuantizeScratchBytes(const RowQuantizeParams& params);
+cudaError_t LaunchRowQuantize(const RowQuantizeParams& params, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace kd

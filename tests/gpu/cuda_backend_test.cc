@@ -387,11 +387,9 @@ TEST(CudaBackend, UnsupportedOpsAndForeignTensorsAreRefused) {
   q.input = MakeTensor(input->data(), DType::kBF16, {256, 256}, 256, kGpu);
   q.output = MakeTensor(output->data(), DType::kE4M3FN, {256, 256}, 256, kGpu);
   q.scales = MakeTensor(scales->data(), DType::kF32, {256, 2}, 2, kGpu);
-  q.granularity = QuantGranularity::kJaggedRowwise;  // not ported yet
+  q.granularity = QuantGranularity::kInvalid;
   EXPECT_EQ(gpu->Supports(q).code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(gpu->Run(q, *stream, nullptr).code(), absl::StatusCode::kUnimplemented);
-  q.granularity = QuantGranularity::kJaggedColwise;
-  EXPECT_EQ(gpu->Supports(q).code(), absl::StatusCode::kUnimplemented);
   GemmArgs g;
   g.variant = GemmVariant::kNT;
   EXPECT_EQ(gpu->Supports(g).code(), absl::StatusCode::kUnimplemented);

@@ -1,0 +1,768 @@
+// The row-wise FP8 quantizers: per_row, per_tensor and mx1x32 of Y = X, and the jagged (MoE
+// token group) granularities, the recipes of kernels/cpu/quantize.cc, bit for bit. Every kernel
+// moves 16-byte chunks of X (8 bf16/f16 or 4 f32 elements; element accesses where a row is not
+// 16-byte aligned or a chunk is partial) and keeps them in registers between the amax and the
+// encode:
+//   mx1x32, jagged_rowwise  one pass. A CTA of kRowThreads threads takes kRowThreads consecutive
+//                           chunks of kRowsInFlight rows at a time (a 1x32 or 1x128 block is 4 or
+//                           16 adjacent lanes, which reduce its amax by shuffles), so a warp reads
+//                           512 contiguous bytes of a row, as a row copy does.
+//   per_row                 one pass: a CTA holds a whole row (up to 512 threads x kPerRowChunks
+//                           chunks, 32 KB) and reduces its amax across the CTA; longer rows read
+//                           the row again for the encode (from L2).
+//   per_tensor              two kernels: amax partials (one word per CTA, no atomics), then an
+//                           encode whose CTAs fold the partials into the one scale (no host
+//                           round trip). It reads X twice; the encode walks the rows backwards so
+//                           that the end of X, read last by the first kernel, is still in L2.
+//   jagged_colwise          Y = Xᵀ with one scale per (group, column of X): amax per cell by
+//                           atomicMax (one per column and group a thread walked), scales per
+//                           cell, then a transposing encode through shared memory (128x64 tiles
+//                           of X). It reads X twice, backwards the second time as per_tensor.
+// Group ends (jagged) are copied once from client memory by a one-CTA kernel and checked there
+// as kd::CheckGroupEnds does (non-decreasing, non-negative, last == M): a violation goes to the
+// op's DeviceErrorRecord and every later kernel of the op exits without writing anything, as the
+// CPU backend writes nothing when its check fails. The kernels read only the checked copy.
+//
+// Encoding: the product of each element and its scale is converted by the hardware (fp8::
+// EncodeFinite4, fp8::Encode's byte for every non-NaN float) unless a product of the chunk is
+// NaN; such a chunk takes fp8::EncodeBranchFree (fp8::Encode's byte for every float).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kerneld/kernels/fp8.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fp8_encode.h"
+#include "kernels/cuda/quantize_kernels.cuh"
+
+namespace kd {
+namespace cuda {
+namespace quant {
+namespace {
+
+constexpr int kRowThreads = 128;     // row-block and per_tensor kernels
+constexpr int kRowsInFlight = 8;     // rows a row-block CTA loads before it computes
+constexpr int kPerRowChunks = 4;     // per_row: chunks of a row per thread per pass
+constexpr int kMaxPerRowThreads = 512;
+constexpr int64_t kMaxPartials = 8192;  // per_tensor amax partials (more only for huge rows)
+constexpr int kCheckThreads = 1024;
+constexpr int kColThreads = 256;     // jagged_colwise kernels
+constexpr int kColAmaxRows = 256;    // rows of X one amax thread walks
+constexpr int kColTileRows = 128;    // encode tile: rows of X (columns of Y)
+constexpr int kColTileCols = 64;     // encode tile: columns of X (rows of Y)
+constexpr int64_t kScratchAlign = 256;
+constexpr uint32_t kAbsMask = 0x7FFFFFFFu;
+
+// Elements per 16-byte chunk.
+template <InputType kType>
+constexpr int kVecOf = 16 / static_cast<int>(sizeof(typename Input<kType>::Storage));
+
+int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// Chunk c of a row of `len` elements (elements [c*kVec, c*kVec + kVec)), zeros past `len`: one
+// 16-byte load when `vec` (the row starts 16-byte aligned) and the chunk is whole.
+template <InputType kType>
+__device__ __forceinline__ uint4 LoadChunk(const typename Input<kType>::Storage* row, int64_t c,
+                                           int64_t len, bool vec) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  const int64_t e0 = c * kVec;
+  if (vec && e0 + kVec <= len) return *reinterpret_cast<const uint4*>(row + e0);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (e0 + i < len) {
+      w[i * sizeof(S) / 4] |= static_cast<uint32_t>(row[e0 + i]) << (8 * ((i * sizeof(S)) % 4));
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The codes of kVec products, packed little-endian into kVec/4 words.
+template <typename F, int kVec>
+__device__ __forceinline__ void PackCodes(const float (&y)[kVec], uint32_t (&words)[kVec / 4]) {
+#if defined(KD_HAVE_HW_FP8_CVT)
+  bool nan = false;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) nan |= y[i] != y[i];
+  if (!nan) {
+#pragma unroll
+    for (int w = 0; w < kVec / 4; ++w) {
+      words[w] = fp8::EncodeFinite4<F>(y[4 * w], y[4 * w + 1], y[4 * w + 2], y[4 * w + 3]);
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int w = 0; w < kVec / 4; ++w) {
+    words[w] = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      words[w] |= static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y[4 * w + i])) << (8 * i);
+    }
+  }
+}
+
+// Codes of chunk c of a row of `len` elements: one store when `vec` and the chunk is whole.
+template <int kVec>
+__device__ __forceinline__ void StoreCodes(uint8_t* row, int64_t c, int64_t len,
+                                           const uint32_t (&words)[kVec / 4], bool vec) {
+  const int64_t e0 = c * kVec;
+  if (vec && e0 + kVec <= len) {
+    if constexpr (kVec == 8) {
+      *reinterpret_cast<uint2*>(row + e0) = make_uint2(words[0], words[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(row + e0) = words[0];
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (e0 + i < len) row[e0 + i] = static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)));
+  }
+}
+
+// Chunk `raw` times `scale`, encoded and stored as chunk c of `row`.
+template <InputType kType, typename F>
+__device__ __forceinline__ void EncodeStore(const uint4& raw, float scale, uint8_t* row, int64_t c,
+                                            int64_t len, bool vec) {
+  constexpr int kVec = kVecOf<kType>;
+  float y[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw, i), scale);
+  uint32_t words[kVec / 4];
+  PackCodes<F, kVec>(y, words);
+  StoreCodes<kVec>(row, c, len, words, vec);
+}
+
+// torchao's to_mx e8m0 exponent S from the bits of amax (see kernels/cpu/quantize.cc).
+template <typename F>
+__device__ __forceinline__ uint8_t MxScaleCode(uint32_t bits, bool rceil) {
+  if ((bits & kInfBits) == kInfBits) return 0xFF;
+  if (!rceil) {
+    constexpr uint32_t kEmax = (F::kMaxCode >> F::kManBits) - F::kBias;
+    const uint32_t e = bits >> 23;
+    return static_cast<uint8_t>(e > kEmax ? e - kEmax : 0);
+  }
+  constexpr float kInvMax = 1.0f / F::kMax;
+  const uint32_t d = fp8::FloatBits(__fmul_rn(fp8::BitsToFloat(bits), kInvMax));
+  const uint32_t e = d >> 23, man = d & 0x7FFFFFu;
+  return static_cast<uint8_t>(e + (e == 0 ? (man > 0x400000u) : (man != 0)));
+}
+
+// 2^(127 - s) exactly (s = 254: the subnormal 2^-127); NaN for s = 0xff.
+__device__ __forceinline__ float MxMultiplier(uint8_t s) {
+  if (s == 0xFF) return fp8::BitsToFloat(kQuietNanBits);
+  const uint32_t e = 254u - s;
+  return fp8::BitsToFloat(e == 0 ? 0x00400000u : e << 23);
+}
+
+// The maximum of `v` over the CTA (blockDim.x a multiple of 32), through `buf` (one word per
+// warp). Callers that reduce again alternate between two buffers: the barrier of the next
+// reduction keeps a fast warp from overwriting a buffer a slow warp still reads.
+__device__ __forceinline__ uint32_t CtaMax(uint32_t v, uint32_t* buf) {
+  v = GroupMax<32>(v);
+  if (threadIdx.x % 32 == 0) buf[threadIdx.x / 32] = v;
+  __syncthreads();
+  uint32_t m = 0;
+  const int warps = static_cast<int>(blockDim.x / 32);
+  for (int w = 0; w < warps; ++w) m = max(m, buf[w]);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// mx1x32 (kMx) and jagged_rowwise (1x128 of X). Grid: x covers the chunks of a row, y walks
+// groups of kRowsInFlight rows. `valid`: the group-end check's verdict (jagged), or null.
+template <InputType kType, typename F, bool kMx>
+__global__ void __launch_bounds__(kRowThreads)
+    RowBlocksKernel(RowQuantizeParams p, bool vec_in, bool vec_out, const int32_t* valid) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  constexpr int kLanes = (kMx ? 32 : 128) / kVec;  // lanes sharing one block
+  static_assert(kMx || kLanes >= kRowsInFlight, "lane i computes the scale of row i");
+  if (valid != nullptr && *valid == 0) return;
+  const int tid = threadIdx.x;
+  const int64_t cpr = p.k / kVec;  // k is a multiple of the block
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + tid;
+  const bool active = c < cpr;
+  const int lane = tid % kLanes;
+  const int lane_base = (tid % 32) / kLanes * kLanes;
+  const int64_t block = c / kLanes;
+  const S* input = static_cast<const S*>(p.input);
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsInFlight; r0 < p.m;
+       r0 += static_cast<int64_t>(gridDim.y) * kRowsInFlight) {
+    uint4 raw[kRowsInFlight];
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      raw[i] = make_uint4(0, 0, 0, 0);
+      if (active && r0 + i < p.m) {
+        raw[i] = LoadChunk<kType>(input + (r0 + i) * p.input_stride, c, p.k, vec_in);
+      }
+    }
+    uint32_t amax[kRowsInFlight];
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      amax[i] = GroupMax<kLanes>(ChunkAbsMaxBits<kType>(raw[i]));
+    }
+    float quant[kRowsInFlight];
+    if constexpr (kMx) {
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        const uint8_t s = MxScaleCode<F>(amax[i], p.mx_rceil);
+        quant[i] = MxMultiplier(s);
+        if (active && i % kLanes == lane && r0 + i < p.m) {
+          static_cast<uint8_t*>(p.scales)[(r0 + i) * p.scales_stride + block] = s;
+        }
+      }
+    } else {
+      // Two IEEE divisions per block: lane i of a block's lanes computes row i's and shares it.
+      uint32_t mine = 0;
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        if (lane == i) mine = amax[i];
+      }
+      const BlockScale own = ComputeScale(mine, F::kMax, p.eps, p.pow2_scales);
+      const int64_t r = r0 + lane;
+      if (active && lane < kRowsInFlight && r < p.m) {
+        const int64_t at = p.k_block_major_scales ? block * p.scales_stride + r
+                                                  : r * p.scales_stride + block;
+        static_cast<float*>(p.scales)[at] = own.stored;
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        quant[i] = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + i);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      if (active && r0 + i < p.m) {
+        EncodeStore<kType, F>(raw[i], quant[i], p.output + (r0 + i) * p.output_stride, c, p.k,
+                              vec_out);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// per_row of Y = X: CTA per row (grid-stride), chunk j*blockDim + tid of each pass of
+// blockDim * kPerRowChunks chunks. The first pass stays in registers; a row longer than one pass
+// is read again for the encode.
+template <InputType kType, typename F>
+__global__ void __launch_bounds__(kMaxPerRowThreads)
+    PerRowKernel(RowQuantizeParams p, bool vec_in, bool vec_out) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  __shared__ uint32_t warp_max[2][32];
+  const int tid = threadIdx.x;
+  const int64_t threads = blockDim.x;
+  const int64_t cpr = (p.k + kVec - 1) / kVec;
+  const int64_t pass = threads * kPerRowChunks;
+  int parity = 0;
+  for (int64_t r = blockIdx.x; r < p.m; r += gridDim.x) {
+    const S* in = static_cast<const S*>(p.input) + r * p.input_stride;
+    uint8_t* out = p.output + r * p.output_stride;
+    uint4 raw[kPerRowChunks];
+#pragma unroll
+    for (int j = 0; j < kPerRowChunks; ++j) {
+      const int64_t c = j * threads + tid;
+      raw[j] = c < cpr ? LoadChunk<kType>(in, c, p.k, vec_in) : make_uint4(0, 0, 0, 0);
+    }
+    uint32_t m = 0;
+#pragma unroll
+    for (int j = 0; j < kPerRowChunks; ++j) m = max(m, ChunkAbsMaxBits<kType>(raw[j]));
+    for (int64_t c0 = pass; c0 < cpr; c0 += pass) {
+#pragma unroll
+      for (int j = 0; j < kPerRowChunks; ++j) {
+        const int64_t c = c0 + j * threads + tid;
+        if (c < cpr) m = max(m, ChunkAbsMaxBits<kType>(LoadChunk<kType>(in, c, p.k, vec_in)));
+      }
+    }
+    m = CtaMax(m, warp_max[parity]);
+    parity ^= 1;
+    const BlockScale sc = ComputeScale(m, F::kMax, p.eps, p.pow2_scales);
+    if (tid == 0) static_cast<float*>(p.scales)[r * p.scales_stride] = sc.stored;
+#pragma unroll
+    for (int j = 0; j < kPerRowChunks; ++j) {
+      const int64_t c = j * threads + tid;
+      if (c < cpr) EncodeStore<kType, F>(raw[j], sc.quant, out, c, p.k, vec_out);
+    }
+    for (int64_t c0 = pass; c0 < cpr; c0 += pass) {
+#pragma unroll
+      for (int j = 0; j < kPerRowChunks; ++j) {
+        const int64_t c = c0 + j * threads + tid;
+        if (c < cpr) {
+          EncodeStore<kType, F>(LoadChunk<kType>(in, c, p.k, vec_in), sc.quant, out, c, p.k,
+                                vec_out);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// per_tensor of Y = X. Grid: x covers the chunks of a row, y walks groups of kRowsInFlight rows.
+template <InputType kType>
+__global__ void __launch_bounds__(kRowThreads)
+    TensorAmaxKernel(RowQuantizeParams p, bool vec_in, uint32_t* partials) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  __shared__ uint32_t warp_max[kRowThreads / 32];
+  const int64_t cpr = (p.k + kVec - 1) / kVec;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x;
+  const S* input = static_cast<const S*>(p.input);
+  uint32_t m = 0;
+  if (c < cpr) {
+    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsInFlight; r0 < p.m;
+         r0 += static_cast<int64_t>(gridDim.y) * kRowsInFlight) {
+      uint4 raw[kRowsInFlight];
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        raw[i] = r0 + i < p.m ? LoadChunk<kType>(input + (r0 + i) * p.input_stride, c, p.k, vec_in)
+                              : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) m = max(m, ChunkAbsMaxBits<kType>(raw[i]));
+    }
+  }
+  m = CtaMax(m, warp_max);
+  if (threadIdx.x == 0) partials[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = m;
+}
+
+// Folds the `count` partials into the scale (every CTA), writes the stored scale (CTA 0), and
+// encodes, walking row groups from the last.
+template <InputType kType, typename F>
+__global__ void __launch_bounds__(kRowThreads)
+    TensorEncodeKernel(RowQuantizeParams p, bool vec_in, bool vec_out, const uint32_t* partials,
+                       int64_t count) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  __shared__ uint32_t warp_max[kRowThreads / 32];
+  uint32_t m = 0;
+  for (int64_t i = threadIdx.x; i < count; i += kRowThreads) m = max(m, partials[i]);
+  m = CtaMax(m, warp_max);
+  const BlockScale sc = ComputeScale(m, F::kMax, p.eps, p.pow2_scales);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    static_cast<float*>(p.scales)[0] = sc.stored;
+  }
+  const int64_t cpr = (p.k + kVec - 1) / kVec;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x;
+  if (c >= cpr) return;
+  const S* input = static_cast<const S*>(p.input);
+  const int64_t groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
+  for (int64_t g = blockIdx.y; g < groups; g += gridDim.y) {
+    const int64_t r0 = (groups - 1 - g) * kRowsInFlight;
+    uint4 raw[kRowsInFlight];
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      raw[i] = r0 + i < p.m ? LoadChunk<kType>(input + (r0 + i) * p.input_stride, c, p.k, vec_in)
+                            : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      if (r0 + i < p.m) {
+        EncodeStore<kType, F>(raw[i], sc.quant, p.output + (r0 + i) * p.output_stride, c, p.k,
+                              vec_out);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jagged: the group-end check and the column-wise kernels.
+
+struct JaggedScratch {
+  int32_t* valid;
+  int64_t* ends;       // (groups) the checked copy
+  uint32_t* cell_amax; // (groups, k), jagged_colwise
+  float* cell_scale;   // (groups, k), jagged_colwise
+};
+
+int64_t EndsOffset() { return kScratchAlign; }
+int64_t CellsOffset(int64_t groups) { return kScratchAlign + AlignUp(groups * 8, kScratchAlign); }
+
+JaggedScratch ScratchOf(const RowQuantizeParams& p) {
+  char* base = static_cast<char*>(p.scratch);
+  const int64_t cells = p.groups * p.k;
+  JaggedScratch s;
+  s.valid = reinterpret_cast<int32_t*>(base);
+  s.ends = reinterpret_cast<int64_t*>(base + EndsOffset());
+  s.cell_amax = reinterpret_cast<uint32_t*>(base + CellsOffset(p.groups));
+  s.cell_scale = reinterpret_cast<float*>(base + CellsOffset(p.groups) +
+                                          AlignUp(cells * 4, kScratchAlign));
+  return s;
+}
+
+// One CTA: copies the client's ends once into `ends`, checks them as kd::CheckGroupEnds does and
+// writes the verdict to `valid` and a violation to p.error.
+__global__ void __launch_bounds__(kCheckThreads)
+    CheckGroupEndsKernel(RowQuantizeParams p, int64_t* ends, int32_t* valid) {
+  __shared__ unsigned long long first_bad;
+  const int tid = threadIdx.x;
+  if (tid == 0) first_bad = ~0ull;
+  for (int64_t g = tid; g < p.groups; g += kCheckThreads) {
+    ends[g] = p.group_ends_i64
+                  ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
+                  : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
+  }
+  __syncthreads();
+  for (int64_t g = tid; g < p.groups; g += kCheckThreads) {
+    const int64_t prev = g == 0 ? 0 : ends[g - 1];
+    if (ends[g] < prev) atomicMin(&first_bad, static_cast<unsigned long long>(g));
+  }
+  __syncthreads();
+  if (tid != 0) return;
+  int32_t code = DeviceErrorRecord::kNone;
+  int64_t group = 0, value = 0, bound = 0;
+  if (first_bad != ~0ull) {
+    code = DeviceErrorRecord::kGroupEndDecreasing;
+    group = static_cast<int64_t>(first_bad);
+    value = ends[group];
+    bound = group == 0 ? 0 : ends[group - 1];
+  } else if (p.groups > 0 && ends[p.groups - 1] != p.m) {
+    code = DeviceErrorRecord::kGroupEndTotal;
+    group = p.groups - 1;
+    value = ends[group];
+    bound = p.m;
+  }
+  *valid = code == DeviceErrorRecord::kNone;
+  volatile DeviceErrorRecord* rec = p.error;
+  if (code != DeviceErrorRecord::kNone && rec != nullptr &&
+      rec->code == DeviceErrorRecord::kNone) {
+    rec->op = 2;
+    rec->group = group;
+    rec->value = value;
+    rec->bound = bound;
+    __threadfence_system();
+    rec->code = code;
+  }
+}
+
+// First g in [0, n) with ends[g] > r, or n.
+__device__ __forceinline__ int64_t GroupOfRow(const int64_t* ends, int64_t n, int64_t r) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] > r) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+// Amax per (group, column of X): thread = one chunk of columns over kColAmaxRows rows; it folds
+// its column maxima into the cells of a group with atomicMax when it leaves the group.
+template <InputType kType>
+__global__ void __launch_bounds__(kColThreads)
+    ColAmaxKernel(RowQuantizeParams p, bool vec_in, JaggedScratch s) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  if (*s.valid == 0) return;
+  const int64_t cpr = (p.k + kVec - 1) / kVec;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x;
+  if (c >= cpr) return;
+  const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kColAmaxRows;
+  const int64_t r_end = min(p.m, r_begin + kColAmaxRows);
+  const S* input = static_cast<const S*>(p.input);
+  int64_t g = GroupOfRow(s.ends, p.groups, r_begin);  // < groups: the last end is m
+  int64_t g_end = s.ends[g];
+  uint32_t acc[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) acc[i] = 0;
+  const int64_t col0 = c * kVec;
+  auto flush = [&]() {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (acc[i] != 0 && col0 + i < p.k) atomicMax(&s.cell_amax[g * p.k + col0 + i], acc[i]);
+      acc[i] = 0;
+    }
+  };
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowsInFlight) {
+    uint4 raw[kRowsInFlight];
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      raw[i] = r0 + i < r_end ? LoadChunk<kType>(input + (r0 + i) * p.input_stride, c, p.k, vec_in)
+                              : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      const int64_t r = r0 + i;
+      if (r < r_end) {
+        while (r >= g_end) {
+          flush();
+          ++g;
+          g_end = s.ends[g];
+        }
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          acc[e] = max(acc[e], fp8::FloatBits(ChunkElement<kType>(raw[i], e)) & kAbsMask);
+        }
+      }
+    }
+  }
+  flush();
+}
+
+template <typename F>
+__global__ void __launch_bounds__(kColThreads) ColScaleKernel(RowQuantizeParams p, JaggedScratch s) {
+  if (*s.valid == 0) return;
+  const int64_t cells = p.groups * p.k;
+  for (int64_t cell = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x; cell < cells;
+       cell += static_cast<int64_t>(gridDim.x) * kColThreads) {
+    const BlockScale sc = ComputeScale(s.cell_amax[cell], F::kMax, p.eps, p.pow2_scales);
+    s.cell_scale[cell] = sc.quant;
+    static_cast<float*>(p.scales)[(cell / p.k) * p.scales_stride + cell % p.k] = sc.stored;
+  }
+}
+
+// Y = Xᵀ encode: a CTA converts a tile of kColTileRows rows x kColTileCols columns of X, each
+// element with the scale of its (group, column), into shared memory transposed, then writes
+// kColTileCols rows of Y. Thread unit = 4 consecutive rows x one chunk, so that the codes of one
+// column of the 4 rows form one word. Row tiles are walked from the last.
+template <InputType kType, typename F>
+__global__ void __launch_bounds__(kColThreads)
+    ColEncodeKernel(RowQuantizeParams p, bool vec_in, bool vec_out16, JaggedScratch s) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  constexpr int kRowChunks = kColTileCols / kVec;               // chunks per tile row
+  constexpr int kUnits = kColTileRows / 4 * kRowChunks;         // 4-row units per tile
+  constexpr int kUnitsPerThread = kUnits / kColThreads;
+  constexpr int kPitch = kColTileRows / 4 + 1;                  // words per tile row of Y
+  static_assert(kUnits % kColThreads == 0, "whole units per thread");
+  __shared__ int64_t group_of[kColTileRows];
+  __shared__ uint32_t tile[kColTileCols * kPitch];
+  if (*s.valid == 0) return;
+  const int tid = threadIdx.x;
+  const S* input = static_cast<const S*>(p.input);
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kColTileCols;
+  const int64_t row_tiles = (p.m + kColTileRows - 1) / kColTileRows;
+  for (int64_t t = blockIdx.y; t < row_tiles; t += gridDim.y) {
+    const int64_t m0 = (row_tiles - 1 - t) * kColTileRows;
+    if (tid < kColTileRows) {
+      group_of[tid] = m0 + tid < p.m ? GroupOfRow(s.ends, p.groups, m0 + tid) : 0;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kUnitsPerThread; ++u) {
+      const int unit = u * kColThreads + tid;
+      const int cc = unit % kRowChunks, quad = unit / kRowChunks;
+      const int64_t col0 = k0 + static_cast<int64_t>(cc) * kVec;  // first column of the chunk
+      const int64_t chunk = col0 / kVec;
+      uint4 raw[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int64_t m = m0 + quad * 4 + r;
+        raw[r] = m < p.m ? LoadChunk<kType>(input + m * p.input_stride, chunk, p.k, vec_in)
+                         : make_uint4(0, 0, 0, 0);
+      }
+      uint32_t rows[4][kVec / 4];
+      float scale[kVec];
+      int64_t scale_group = -1;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int64_t g = group_of[quad * 4 + r];
+        if (g != scale_group) {
+          scale_group = g;
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            scale[i] = col0 + i < p.k ? s.cell_scale[g * p.k + col0 + i] : 0.0f;
+          }
+        }
+        float y[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw[r], i), scale[i]);
+        PackCodes<F, kVec>(y, rows[r]);
+      }
+      // 4x4 byte transposes: word w of rows 0..3 -> the words of columns 4w..4w+3.
+#pragma unroll
+      for (int w = 0; w < kVec / 4; ++w) {
+        const uint32_t lo01 = __byte_perm(rows[0][w], rows[1][w], 0x5140);
+        const uint32_t lo23 = __byte_perm(rows[2][w], rows[3][w], 0x5140);
+        const uint32_t hi01 = __byte_perm(rows[0][w], rows[1][w], 0x7362);
+        const uint32_t hi23 = __byte_perm(rows[2][w], rows[3][w], 0x7362);
+        const int col = cc * kVec + 4 * w;
+        tile[(col + 0) * kPitch + quad] = __byte_perm(lo01, lo23, 0x5410);
+        tile[(col + 1) * kPitch + quad] = __byte_perm(lo01, lo23, 0x7632);
+        tile[(col + 2) * kPitch + quad] = __byte_perm(hi01, hi23, 0x5410);
+        tile[(col + 3) * kPitch + quad] = __byte_perm(hi01, hi23, 0x7632);
+      }
+    }
+    __syncthreads();
+    // Rows of Y: 8 threads per row, 4 words (16 codes) each.
+    constexpr int kThreadsPerRow = kColTileRows / 16;
+    constexpr int kRowsPerPass = kColThreads / kThreadsPerRow;
+#pragma unroll
+    for (int pass = 0; pass < kColTileCols / kRowsPerPass; ++pass) {
+      const int yr = pass * kRowsPerPass + tid / kThreadsPerRow;
+      const int q = tid % kThreadsPerRow;
+      const int64_t k = k0 + yr;
+      if (k >= p.k) continue;
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = tile[yr * kPitch + 4 * q + i];
+      const int64_t mcol = m0 + 16 * q;
+      uint8_t* dst = p.output + k * p.output_stride + mcol;
+      if (vec_out16 && mcol + 16 <= p.m) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          if (mcol + i < p.m) dst[i] = static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)));
+        }
+      }
+    }
+    __syncthreads();  // group_of and tile are reused by the next row tile
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers.
+
+// CTAs of `kKernel` with `threads` threads resident on the whole device at once.
+template <auto kKernel>
+cudaError_t ResidentCtas(int threads, int64_t& resident) {
+  static int per_sm = 0;  // per kernel; the same on every device of a node
+  int device = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess && per_sm == 0) {
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, 0);
+  }
+  resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  return err;
+}
+
+int64_t Clamp(int64_t v, int64_t lo, int64_t hi) { return std::min(std::max(v, lo), hi); }
+
+// The per_tensor grid: x covers a row's chunks, y as many row groups as fill the device once,
+// at most kMaxPartials CTAs in all unless x alone is more.
+dim3 TensorGrid(const RowQuantizeParams& p, int vec, int64_t resident) {
+  const int64_t cpr = (p.k + vec - 1) / vec;
+  const int64_t x = (cpr + kRowThreads - 1) / kRowThreads;
+  const int64_t groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
+  const int64_t y = Clamp(std::min(resident / x, kMaxPartials / x), 1, std::min<int64_t>(groups, 65535));
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+template <InputType kType, typename F>
+cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
+  const bool vec_out = addr(p.output) % kVec == 0 && p.output_stride % kVec == 0;
+  const int64_t cpr = (p.k + kVec - 1) / kVec;
+  const int64_t row_groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
+  const int64_t x_blocks = (cpr + kRowThreads - 1) / kRowThreads;
+  if (x_blocks > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+  const dim3 row_grid(static_cast<unsigned>(x_blocks),
+                      static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)));
+  switch (p.kind) {
+    case RowQuantizeKind::kPerRow: {
+      const int64_t threads =
+          Clamp((cpr + kPerRowChunks - 1) / kPerRowChunks + 31, 32, kMaxPerRowThreads) / 32 * 32;
+      const int64_t grid = std::min<int64_t>(p.m, int64_t{1} << 30);
+      PerRowKernel<kType, F><<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), 0,
+                               stream>>>(p, vec_in, vec_out);
+      return cudaGetLastError();
+    }
+    case RowQuantizeKind::kMx1x32:
+      if constexpr (F::kFnuz) {
+        return cudaErrorInvalidValue;  // not an MX element format
+      } else {
+        RowBlocksKernel<kType, F, true><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
+                                                                              nullptr);
+        return cudaGetLastError();
+      }
+    case RowQuantizeKind::kPerTensor: {
+      int64_t resident = 0;
+      cudaError_t err = ResidentCtas<TensorAmaxKernel<kType>>(kRowThreads, resident);
+      if (err != cudaSuccess) return err;
+      const dim3 amax_grid = TensorGrid(p, kVec, resident);
+      uint32_t* partials = static_cast<uint32_t*>(p.scratch);
+      TensorAmaxKernel<kType><<<amax_grid, kRowThreads, 0, stream>>>(p, vec_in, partials);
+      err = ResidentCtas<TensorEncodeKernel<kType, F>>(kRowThreads, resident);
+      if (err != cudaSuccess) return err;
+      const dim3 encode_grid = TensorGrid(p, kVec, resident);
+      TensorEncodeKernel<kType, F><<<encode_grid, kRowThreads, 0, stream>>>(
+          p, vec_in, vec_out, partials, static_cast<int64_t>(amax_grid.x) * amax_grid.y);
+      return cudaGetLastError();
+    }
+    case RowQuantizeKind::kJaggedRowwise:
+    case RowQuantizeKind::kJaggedColwise:
+      break;
+  }
+  const JaggedScratch s = ScratchOf(p);
+  CheckGroupEndsKernel<<<1, kCheckThreads, 0, stream>>>(p, s.ends, s.valid);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  if (p.kind == RowQuantizeKind::kJaggedRowwise) {
+    RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
+                                                                           s.valid);
+    return cudaGetLastError();
+  }
+  // jagged_colwise. No group: nothing to write (the CPU backend writes nothing either).
+  if (p.groups == 0) return cudaSuccess;
+  const int64_t cells = p.groups * p.k;
+  err = cudaMemsetAsync(s.cell_amax, 0, cells * sizeof(uint32_t), stream);
+  if (err != cudaSuccess) return err;
+  const int64_t amax_x = (cpr + kColThreads - 1) / kColThreads;
+  const int64_t amax_y = (p.m + kColAmaxRows - 1) / kColAmaxRows;
+  const int64_t enc_x = (p.k + kColTileCols - 1) / kColTileCols;
+  const int64_t enc_y = (p.m + kColTileRows - 1) / kColTileRows;
+  if (amax_x > 0x7FFFFFFF || amax_y > 65535 || enc_x > 0x7FFFFFFF) {
+    return cudaErrorInvalidConfiguration;
+  }
+  ColAmaxKernel<kType><<<dim3(static_cast<unsigned>(amax_x), static_cast<unsigned>(amax_y)),
+                         kColThreads, 0, stream>>>(p, vec_in, s);
+  const int64_t scale_blocks = std::min<int64_t>((cells + kColThreads - 1) / kColThreads, 132 * 32);
+  ColScaleKernel<F><<<static_cast<unsigned>(scale_blocks), kColThreads, 0, stream>>>(p, s);
+  const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
+  ColEncodeKernel<kType, F><<<dim3(static_cast<unsigned>(enc_x),
+                                   static_cast<unsigned>(std::min<int64_t>(enc_y, 65535))),
+                              kColThreads, 0, stream>>>(p, vec_in, vec_out16, s);
+  return cudaGetLastError();
+}
+
+template <typename F>
+cudaError_t LaunchRowsFormat(const RowQuantizeParams& p, cudaStream_t stream) {
+  switch (p.input_type) {
+    case InputType::kBF16: return LaunchRowsAs<InputType::kBF16, F>(p, stream);
+    case InputType::kF16: return LaunchRowsAs<InputType::kF16, F>(p, stream);
+    case InputType::kF32: return LaunchRowsAs<InputType::kF32, F>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+}  // namespace quant
+
+uint64_t RowQuantizeScratchBytes(const RowQuantizeParams& p) {
+  switch (p.kind) {
+    case RowQuantizeKind::kPerTensor: {
+      const int vec = p.input_type == InputType::kF32 ? 4 : 8;
+      const int64_t x = ((p.k + vec - 1) / vec + quant::kRowThreads - 1) / quant::kRowThreads;
+      return static_cast<uint64_t>(std::max(quant::kMaxPartials, x)) * sizeof(uint32_t);
+    }
+    case RowQuantizeKind::kJaggedRowwise:
+      return static_cast<uint64_t>(quant::CellsOffset(p.groups));
+    case RowQuantizeKind::kJaggedColwise: {
+      const int64_t cell_bytes = quant::AlignUp(p.groups * p.k * 4, quant::kScratchAlign);
+      return static_cast<uint64_t>(quant::CellsOffset(p.groups) + 2 * cell_bytes);
+    }
+    default:
+      return 0;
+  }
+}
+
+cudaError_t LaunchRowQuantize(const RowQuantizeParams& p, cudaStream_t stream) {
+  if (p.m < 1 || p.k < 1 || p.groups < 0) return cudaErrorInvalidConfiguration;
+  switch (p.format) {
+    case Fp8Format::kE4M3FN: return quant::LaunchRowsFormat<fp8::E4M3FN>(p, stream);
+    case Fp8Format::kE4M3FNUZ: return quant::LaunchRowsFormat<fp8::E4M3FNUZ>(p, stream);
+    case Fp8Format::kE5M2: return quant::LaunchRowsFormat<fp8::E5M2>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace cuda
+}  // namespace kd

@@ -1,0 +1,341 @@
+// The row-wise quantizers of the CUDA backend (kernels/cuda/quantize_rows.cu: per_row, per_tensor
+// and mx1x32 of Y = X, jagged_rowwise, jagged_colwise) against the CPU backend, bit for bit:
+// ragged shapes (M not a multiple of 128, K as small as the recipe allows, rows longer than one
+// CTA holds), strided and unaligned rows, every input and output type, rows with NaN, Inf,
+// zeros, subnormals and values near the input type's maximum, and jagged group ends with empty
+// groups (i32 and i64, contiguous and strided). Outputs start from the same poison on both
+// backends, and the input's row padding holds NaN, so an element written by one backend only, or
+// a read past K, shows.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kerneld/kernels/ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace kd {
+namespace {
+
+using testing::MakeTensor;
+
+constexpr uint8_t kPoison = 0xA5;
+const DeviceLoc kCpu{BackendKind::kCpu, 0};
+const DeviceLoc kGpu{BackendKind::kCuda, 0};
+
+// Device memory from the backend's pool, filled from and read back to host bytes.
+class DeviceBytes {
+ public:
+  DeviceBytes(Backend& backend, const std::vector<uint8_t>& host) : size_(host.size()) {
+    auto region = backend.Allocate(0, std::max<size_t>(host.size(), 1));
+    EXPECT_TRUE(region.ok()) << region.status();
+    region_ = std::move(region).value();
+    EXPECT_EQ(cudaMemcpy(region_->data(), host.data(), host.size(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  void* data() const { return region_->data(); }
+  std::vector<uint8_t> Read() const {
+    std::vector<uint8_t> out(size_);
+    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), size_, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+
+ private:
+  size_t size_;
+  std::unique_ptr<Region> region_;
+};
+
+// Which special rows an input may hold: none (but zeros, subnormals and large values), Inf
+// rows too, or NaN and Inf rows.
+enum class Specials { kNone, kInf, kNanAndInf };
+
+struct Layout {
+  int exp_bits, man_bits;
+};
+Layout LayoutOf(DType d) {
+  if (d == DType::kF32) return {8, 23};
+  if (d == DType::kBF16) return {8, 7};
+  return {5, 10};  // f16
+}
+
+// rows x stride elements of `dtype`; columns k..stride-1 hold NaN.
+std::vector<uint8_t> RowInput(DType dtype, int64_t rows, int64_t k, int64_t stride,
+                              Specials specials, std::mt19937_64& rng) {
+  const Layout f = LayoutOf(dtype);
+  const size_t size = DTypeSize(dtype);
+  const uint32_t max_exp = (1u << f.exp_bits) - 1, bias = max_exp / 2;
+  const uint32_t man_mask = (1u << f.man_bits) - 1, quiet = 1u << (f.man_bits - 1);
+  auto bits = [&](uint32_t sign, uint32_t exp, uint32_t man) {
+    return (sign << (f.exp_bits + f.man_bits)) | (exp << f.man_bits) | (man & man_mask);
+  };
+  std::vector<uint8_t> out(rows * stride * size);
+  auto put = [&](int64_t r, int64_t c, uint32_t v) { std::memcpy(&out[(r * stride + c) * size], &v, size); };
+  std::uniform_int_distribution<uint64_t> u;
+  for (int64_t r = 0; r < rows; ++r) {
+    // 0-5: normal; 6: zeros; 7: negative zeros; 8: subnormal; 9: large; 10: Inf; 11: NaN.
+    int kind = static_cast<int>(u(rng) % 12);
+    if (kind == 11 && specials != Specials::kNanAndInf) kind = 0;
+    if (kind == 10 && specials == Specials::kNone) kind = 1;
+    const int spread = static_cast<int>(bias / 4);
+    const int center = static_cast<int>(bias) + static_cast<int>(u(rng) % (2 * spread + 1)) - spread;
+    const int64_t special_col = static_cast<int64_t>(u(rng) % k);
+    for (int64_t c = 0; c < stride; ++c) {
+      const uint64_t x = u(rng);
+      const uint32_t sign = x & 1, man = static_cast<uint32_t>(x >> 8);
+      const int drop = static_cast<int>((x >> 1) % 8);
+      uint32_t v = bits(sign, static_cast<uint32_t>(std::clamp(center - drop, 1, int(max_exp) - 1)), man);
+      if (kind == 6 || (kind < 6 && (c / 32) % 16 == 7 && x % 4 == 0)) v = 0;  // zero rows, blocks
+      if (kind == 7) v = bits(1, 0, 0);
+      if (kind == 8) v = bits(sign, 0, man | 1);
+      if (kind == 9) v = bits(sign, max_exp - 1 - (drop % 2), man);
+      if (kind == 10 && c == special_col) v = bits(sign, max_exp, 0);
+      if (kind == 11 && c == special_col) v = bits(sign, max_exp, quiet | man);
+      if (c >= k) v = bits(0, max_exp, quiet);  // row padding: never read
+      put(r, c, v);
+    }
+  }
+  return out;
+}
+
+// Group ends over `rows` rows, with empty groups (the first, one in the middle and the last when
+// there are enough groups), as `stride`-strided i32 or i64 elements (gaps hold -7).
+std::vector<uint8_t> GroupEnds(int64_t rows, int64_t groups, bool i64, int64_t stride,
+                               std::mt19937_64& rng) {
+  std::vector<int64_t> ends(groups);
+  std::uniform_int_distribution<int64_t> cut(0, rows);
+  for (auto& e : ends) e = cut(rng);
+  std::sort(ends.begin(), ends.end());
+  ends[groups - 1] = rows;
+  if (groups >= 4) {
+    ends[0] = 0;
+    ends[2] = ends[1];
+    ends[groups - 2] = rows;
+  }
+  const size_t size = i64 ? 8 : 4;
+  std::vector<uint8_t> out(groups * stride * size);
+  for (int64_t i = 0; i < groups * stride; ++i) {
+    const int64_t v = i % stride == 0 ? ends[i / stride] : -7;
+    const int32_t v32 = static_cast<int32_t>(v);
+    std::memcpy(&out[i * size], i64 ? static_cast<const void*>(&v) : &v32, size);
+  }
+  return out;
+}
+
+size_t FirstDifference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+struct Shape {
+  int64_t m, k, in_pad, out_pad, scale_pad;
+};
+
+enum Kind { kPerRow, kPerTensor, kMx, kJaggedRowwise, kJaggedColwise, kKinds };
+
+TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(4);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(4242);
+  // K=40064: a per_row row longer than one CTA holds (512 threads x 4 chunks); in_pad=1: rows
+  // not 16-byte aligned; K=100: chunks of 8 cut by the row end (per_row and per_tensor only).
+  const Shape shapes[] = {{300, 384, 0, 0, 0},   {257, 7168, 8, 16, 3}, {1, 128, 0, 0, 0},
+                          {130, 256, 1, 3, 1},   {5, 40064, 0, 0, 2},   {77, 100, 0, 0, 0},
+                          {3, 96, 0, 5, 0},      {1000, 1024, 0, 0, 0}};
+  const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
+  const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
+  int ran[kKinds] = {};
+  int rotation = 0;
+  for (const Shape& sh : shapes) {
+    const int64_t m = sh.m, k = sh.k, in_stride = k + sh.in_pad;
+    for (DType in_type : inputs) {
+      std::vector<uint8_t> input[3];
+      std::unique_ptr<DeviceBytes> d_input[3];
+      for (int s = 0; s < 3; ++s) {
+        input[s] = RowInput(in_type, m, k, in_stride, static_cast<Specials>(s), rng);
+        d_input[s] = std::make_unique<DeviceBytes>(*gpu, input[s]);
+      }
+      for (DType out_type : outputs) {
+        for (int kind = 0; kind < kKinds; ++kind) {
+          ++rotation;
+          // The options rotate over the combinations: pow2 scales or RCEIL, k-block-major
+          // scales, i64 or strided ends, and (per_tensor) which specials the input holds.
+          const bool option = rotation % 2 == 1;
+          const bool kbm = (rotation / 2) % 2 == 1;
+          const int flavor = kind == kPerTensor ? rotation % 3 : 2;
+          QuantizeArgs a;
+          const bool t = kind == kJaggedColwise;
+          const int64_t rows = t ? k : m, cols = t ? m : k;
+          const int64_t out_stride = cols + sh.out_pad;
+          a.transpose_output = t;
+          std::vector<int64_t> s_shape;
+          DType s_type = DType::kF32;
+          const int64_t groups = 1 + static_cast<int64_t>(rotation % 3) * 4;  // 1, 5, 9
+          switch (kind) {
+            case kPerRow:
+              a.granularity = QuantGranularity::kPerRow;
+              s_shape = {rows, 1};
+              break;
+            case kPerTensor:
+              a.granularity = QuantGranularity::kPerTensor;
+              s_shape = {1};
+              break;
+            case kMx:
+              a.granularity = QuantGranularity::kMx1x32;
+              s_shape = {rows, cols / 32};
+              s_type = DType::kU8;
+              break;
+            case kJaggedRowwise:
+              a.granularity = QuantGranularity::kJaggedRowwise;
+              s_shape = {rows, cols / 128};
+              if (kbm) {
+                s_shape = {cols / 128, rows};
+                a.scale_layout = ScaleLayout::kKBlockMajor;
+              }
+              break;
+            default:
+              a.granularity = QuantGranularity::kJaggedColwise;
+              s_shape = {groups, k};
+              break;
+          }
+          if (kind == kMx) {
+            a.mx_rounding = option ? MxRounding::kRceil : MxRounding::kFloor;
+          } else {
+            a.scale_format = option ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+          }
+          const bool jagged = kind == kJaggedRowwise || kind == kJaggedColwise;
+          const bool ends_i64 = (rotation / 4) % 2 == 1;
+          const int64_t ends_stride = 1 + (rotation / 8) % 2;
+          const std::vector<uint8_t> ends =
+              jagged ? GroupEnds(m, groups, ends_i64, ends_stride, rng) : std::vector<uint8_t>();
+          const int64_t s_stride = s_shape.size() == 2 ? s_shape[1] + sh.scale_pad : 1;
+          const size_t s_bytes = s_shape[0] * s_stride * DTypeSize(s_type);
+          const size_t out_bytes = rows * out_stride;
+          auto make = [&](void* in, void* o, void* sc, void* e, DeviceLoc loc) {
+            QuantizeArgs b = a;
+            b.input = MakeTensor(in, in_type, {m, k}, in_stride, loc);
+            b.output = MakeTensor(o, out_type, {rows, cols}, out_stride, loc);
+            b.scales = MakeTensor(sc, s_type, s_shape, s_stride, loc);
+            if (jagged) {
+              b.group_ends = MakeTensor(e, ends_i64 ? DType::kI64 : DType::kI32, {groups}, 0, loc);
+              b.group_ends.strides[0] = ends_stride;
+            }
+            return Op(b);
+          };
+          std::vector<uint8_t> cpu_in = input[flavor], cpu_ends = ends;
+          std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
+          const Op cpu_op = make(cpu_in.data(), out.data(), sc.data(), cpu_ends.data(), kCpu);
+          if (!Validate(cpu_op).ok()) continue;  // mx with e4m3fnuz, K off the block
+          const std::string what = absl::StrCat(
+              DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " in_pad=", sh.in_pad,
+              " ", GranularityName(a.granularity), " option=", option, " kbm=", kbm,
+              " flavor=", flavor, jagged ? absl::StrCat(" groups=", groups, " i64=", ends_i64,
+                                                        " ends_stride=", ends_stride)
+                                         : "");
+          SCOPED_TRACE(what);
+          const absl::Status cpu_run = cpu->Run(cpu_op, *cpu_stream, nullptr);
+          ASSERT_TRUE(cpu_run.ok()) << cpu_run;
+          DeviceBytes d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+          DeviceBytes d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+          DeviceBytes d_ends(*gpu, ends);
+          const Op gpu_op =
+              make(d_input[flavor]->data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu);
+          ASSERT_TRUE(gpu->Supports(gpu_op).ok()) << gpu->Supports(gpu_op);
+          const absl::Status run = gpu->Run(gpu_op, *stream, nullptr);
+          ASSERT_TRUE(run.ok()) << run;
+          const absl::Status synced = gpu->Synchronize(*stream);
+          ASSERT_TRUE(synced.ok()) << synced;
+          const std::vector<uint8_t> got = d_out.Read();
+          const size_t bad = FirstDifference(got, out);
+          ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
+                                    << ", column " << bad % out_stride << "): cuda "
+                                    << int(got[bad]) << " cpu " << int(out[bad]);
+          const std::vector<uint8_t> got_sc = d_sc.Read();
+          const size_t bad_sc = FirstDifference(got_sc, sc);
+          ASSERT_EQ(bad_sc, s_bytes) << "scales byte " << bad_sc;
+          ++ran[kind];
+        }
+      }
+    }
+  }
+  for (int kind = 0; kind < kKinds; ++kind) EXPECT_GT(ran[kind], 20) << "kind " << kind;
+}
+
+// Bad group ends: the CPU backend fails the op with INVALID_ARGUMENT; the CUDA backend enqueues
+// it, and the stream's Synchronize reports the same violation for "quantize", with no output or
+// scale written; the stream then runs the next op cleanly.
+TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(2);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(7);
+  const int64_t m = 100, k = 256, groups = 4;
+  const std::vector<uint8_t> input = RowInput(DType::kBF16, m, k, k, Specials::kNone, rng);
+  DeviceBytes d_in(*gpu, input);
+  struct Bad {
+    std::vector<int64_t> ends;
+    const char* expect;
+  };
+  const Bad cases[] = {
+      {{10, 50, 40, 100}, "group_ends[2]=40 is less than group_ends[1]=50"},
+      {{-1, 50, 60, 100}, "group_ends[0]=-1 is less than 0"},
+      {{10, 50, 60, 99}, "group_ends[3]=99 must equal the row count 100"},
+      {{10, 50, 60, 1000000}, "group_ends[3]=1000000 must equal the row count 100"},
+      {{0, 0, 0, 0}, "group_ends[3]=0 must equal the row count 100"},
+  };
+  for (bool colwise : {false, true}) {
+    const int64_t rows = colwise ? k : m, cols = colwise ? m : k;
+    const std::vector<int64_t> s_shape =
+        colwise ? std::vector<int64_t>{groups, k} : std::vector<int64_t>{m, k / 128};
+    const size_t s_bytes = s_shape[0] * s_shape[1] * 4;
+    for (const Bad& bad : cases) {
+      SCOPED_TRACE(absl::StrCat(colwise ? "jagged_colwise: " : "jagged_rowwise: ", bad.expect));
+      std::vector<uint8_t> ends(groups * 8);
+      std::memcpy(ends.data(), bad.ends.data(), ends.size());
+      auto make = [&](const void* in, void* o, void* sc, void* e, DeviceLoc loc) {
+        QuantizeArgs a;
+        a.input = MakeTensor(const_cast<void*>(in), DType::kBF16, {m, k}, k, loc);
+        a.output = MakeTensor(o, DType::kE4M3FN, {rows, cols}, cols, loc);
+        a.scales = MakeTensor(sc, DType::kF32, s_shape, s_shape[1], loc);
+        a.group_ends = MakeTensor(e, DType::kI64, {groups}, 0, loc);
+        a.granularity =
+            colwise ? QuantGranularity::kJaggedColwise : QuantGranularity::kJaggedRowwise;
+        a.transpose_output = colwise;
+        return Op(a);
+      };
+      std::vector<uint8_t> out(rows * cols, kPoison), sc(s_bytes, kPoison);
+      const absl::Status cpu_status =
+          cpu->Run(make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream,
+                   nullptr);
+      EXPECT_EQ(cpu_status.code(), absl::StatusCode::kInvalidArgument) << cpu_status;
+      EXPECT_NE(cpu_status.message().find(bad.expect), absl::string_view::npos) << cpu_status;
+
+      DeviceBytes d_out(*gpu, std::vector<uint8_t>(rows * cols, kPoison));
+      DeviceBytes d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+      DeviceBytes d_ends(*gpu, ends);
+      ASSERT_TRUE(gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu),
+                           *stream, nullptr)
+                      .ok());
+      const absl::Status status = gpu->Synchronize(*stream);
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+      EXPECT_NE(status.message().find(absl::StrCat("quantize: ", bad.expect)),
+                absl::string_view::npos)
+          << status;
+      EXPECT_EQ(d_out.Read(), out) << "no output byte is written";
+      EXPECT_EQ(d_sc.Read(), sc) << "no scale is written";
+      EXPECT_TRUE(gpu->Synchronize(*stream).ok()) << "the record is cleared once reported";
+    }
+  }
+  EXPECT_TRUE(gpu->Healthy());
+}
+
+}  // namespace
+}  // namespace kd

@@ -4,9 +4,9 @@
 // 16-byte aligned or a chunk is partial) and keeps them in registers between the amax and the
 // encode:
 //   mx1x32, jagged_rowwise  one pass. A CTA of kRowThreads threads takes kRowThreads consecutive
-//                           chunks of kRowsInFlight rows at a time (a 1x32 or 1x128 block is 4 or
-//                           16 adjacent lanes, which reduce its amax by shuffles), so a warp reads
-//                           512 contiguous bytes of a row, as a row copy does.
+//                           chunks of kBlockRows rows (a 1x32 or 1x128 block is 4 or 16 adjacent
+//                           lanes, which reduce its amax by shuffles), so a warp reads 512
+//                           contiguous bytes of a row, as a row copy does.
 //   per_row                 one pass: a CTA holds a whole row (up to 512 threads x kPerRowChunks
 //                           chunks, 32 KB) and reduces its amax across the CTA; longer rows read
 //                           the row again for the encode (from L2).
@@ -18,10 +18,15 @@
 //                           atomicMax (one per column and group a thread walked), scales per
 //                           cell, then a transposing encode through shared memory (128x64 tiles
 //                           of X). It reads X twice, backwards the second time as per_tensor.
-// Group ends (jagged) are copied once from client memory by a one-CTA kernel and checked there
-// as kd::CheckGroupEnds does (non-decreasing, non-negative, last == M): a violation goes to the
-// op's DeviceErrorRecord and every later kernel of the op exits without writing anything, as the
-// CPU backend writes nothing when its check fails. The kernels read only the checked copy.
+// Group ends (jagged) are checked on the device as kd::CheckGroupEnds does (non-decreasing,
+// non-negative, last == M): a violation goes to the op's DeviceErrorRecord and the op writes
+// nothing, as the CPU backend writes nothing when its check fails. jagged_colwise (whose ends
+// index its scale cells) and jagged_rowwise with many groups copy the ends once from client
+// memory in a one-CTA kernel, check the copy there, and read only the copy; every later kernel
+// exits on a bad verdict. jagged_rowwise with up to kFusedCheckGroups groups, whose ends index
+// nothing, saves that launch: every CTA of its one kernel checks the client's ends itself (CTA 0
+// reports), so a client rewriting them during the op may get a mix of written and unwritten
+// rows, never an access outside the tensors.
 //
 // Encoding: the product of each element and its scale is converted by the hardware (fp8::
 // EncodeFinite4, fp8::Encode's byte for every non-NaN float) unless a product of the chunk is
@@ -42,13 +47,17 @@ namespace quant {
 namespace {
 
 constexpr int kRowThreads = 128;     // row-block and per_tensor kernels
-constexpr int kRowsInFlight = 8;     // rows a row-block CTA loads before it computes
+constexpr int kBlockRows = 4;        // rows a row-block CTA loads before it computes
+constexpr int kRowsInFlight = 8;     // the same for the per_tensor and column amax kernels
 constexpr int kPerRowChunks = 4;     // per_row: chunks of a row per thread per pass
 constexpr int kMaxPerRowThreads = 512;
 constexpr int64_t kMaxPartials = 8192;  // per_tensor amax partials (more only for huge rows)
 constexpr int kCheckThreads = 1024;
-constexpr int kColThreads = 256;     // jagged_colwise kernels
-constexpr int kColAmaxRows = 256;    // rows of X one amax thread walks
+// jagged_rowwise with at most this many groups: every row-block CTA checks the ends itself.
+constexpr int64_t kFusedCheckGroups = 1024;
+constexpr int kColThreads = 256;     // jagged_colwise scale and encode kernels
+constexpr int kColAmaxThreads = 128;
+constexpr int kColAmaxRows = 64;     // rows of X one amax thread walks
 constexpr int kColTileRows = 128;    // encode tile: rows of X (columns of Y)
 constexpr int kColTileCols = 64;     // encode tile: columns of X (rows of Y)
 constexpr int64_t kScratchAlign = 256;
@@ -172,16 +181,80 @@ __device__ __forceinline__ uint32_t CtaMax(uint32_t v, uint32_t* buf) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Group-end checks.
+
+struct Violation {
+  int32_t code = DeviceErrorRecord::kNone;
+  int64_t group = 0, value = 0, bound = 0;
+};
+
+__device__ __forceinline__ int64_t ClientEnd(const RowQuantizeParams& p, int64_t g) {
+  return p.group_ends_i64 ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
+                          : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
+}
+
+// The violation kd::CheckGroupEnds reports for the ends `end_at(g)`, g < groups, of `total` rows
+// (code kNone if none), found by the whole CTA; every thread gets the same answer.
+template <typename EndAt>
+__device__ Violation FindViolation(EndAt end_at, int64_t groups, int64_t total) {
+  __shared__ unsigned long long first_bad;
+  if (threadIdx.x == 0) first_bad = ~0ull;
+  __syncthreads();
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    const int64_t prev = g == 0 ? 0 : end_at(g - 1);
+    if (end_at(g) < prev) atomicMin(&first_bad, static_cast<unsigned long long>(g));
+  }
+  __syncthreads();
+  Violation v;
+  if (first_bad != ~0ull) {
+    v.code = DeviceErrorRecord::kGroupEndDecreasing;
+    v.group = static_cast<int64_t>(first_bad);
+    v.value = end_at(v.group);
+    v.bound = v.group == 0 ? 0 : end_at(v.group - 1);
+  } else if (groups > 0 && end_at(groups - 1) != total) {
+    v.code = DeviceErrorRecord::kGroupEndTotal;
+    v.group = groups - 1;
+    v.value = end_at(v.group);
+    v.bound = total;
+  }
+  return v;
+}
+
+// Writes `v` to the op's record unless the record holds a violation already.
+__device__ void ReportViolation(const RowQuantizeParams& p, const Violation& v) {
+  volatile DeviceErrorRecord* rec = p.error;
+  if (v.code == DeviceErrorRecord::kNone || rec == nullptr ||
+      rec->code != DeviceErrorRecord::kNone) {
+    return;
+  }
+  rec->op = 2;
+  rec->group = v.group;
+  rec->value = v.value;
+  rec->bound = v.bound;
+  __threadfence_system();
+  rec->code = v.code;
+}
+
+// ---------------------------------------------------------------------------------------------
 // mx1x32 (kMx) and jagged_rowwise (1x128 of X). Grid: x covers the chunks of a row, y walks
-// groups of kRowsInFlight rows. `valid`: the group-end check's verdict (jagged), or null.
+// groups of kBlockRows rows. jagged_rowwise: `valid` is the check kernel's verdict, or null when
+// every CTA checks the client's ends itself (`fused_check`).
 template <InputType kType, typename F, bool kMx>
 __global__ void __launch_bounds__(kRowThreads)
-    RowBlocksKernel(RowQuantizeParams p, bool vec_in, bool vec_out, const int32_t* valid) {
+    RowBlocksKernel(RowQuantizeParams p, bool vec_in, bool vec_out, const int32_t* valid,
+                    bool fused_check) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   constexpr int kLanes = (kMx ? 32 : 128) / kVec;  // lanes sharing one block
-  static_assert(kMx || kLanes >= kRowsInFlight, "lane i computes the scale of row i");
+  static_assert(kMx || kLanes >= kBlockRows, "lane i computes the scale of row i");
   if (valid != nullptr && *valid == 0) return;
+  if (fused_check) {
+    const Violation v = FindViolation([&](int64_t g) { return ClientEnd(p, g); }, p.groups, p.m);
+    if (v.code != DeviceErrorRecord::kNone) {
+      if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) ReportViolation(p, v);
+      return;
+    }
+  }
   const int tid = threadIdx.x;
   const int64_t cpr = p.k / kVec;  // k is a multiple of the block
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + tid;
@@ -190,25 +263,25 @@ __global__ void __launch_bounds__(kRowThreads)
   const int lane_base = (tid % 32) / kLanes * kLanes;
   const int64_t block = c / kLanes;
   const S* input = static_cast<const S*>(p.input);
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsInFlight; r0 < p.m;
-       r0 += static_cast<int64_t>(gridDim.y) * kRowsInFlight) {
-    uint4 raw[kRowsInFlight];
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kBlockRows; r0 < p.m;
+       r0 += static_cast<int64_t>(gridDim.y) * kBlockRows) {
+    uint4 raw[kBlockRows];
 #pragma unroll
-    for (int i = 0; i < kRowsInFlight; ++i) {
+    for (int i = 0; i < kBlockRows; ++i) {
       raw[i] = make_uint4(0, 0, 0, 0);
       if (active && r0 + i < p.m) {
         raw[i] = LoadChunk<kType>(input + (r0 + i) * p.input_stride, c, p.k, vec_in);
       }
     }
-    uint32_t amax[kRowsInFlight];
+    uint32_t amax[kBlockRows];
 #pragma unroll
-    for (int i = 0; i < kRowsInFlight; ++i) {
+    for (int i = 0; i < kBlockRows; ++i) {
       amax[i] = GroupMax<kLanes>(ChunkAbsMaxBits<kType>(raw[i]));
     }
-    float quant[kRowsInFlight];
+    float quant[kBlockRows];
     if constexpr (kMx) {
 #pragma unroll
-      for (int i = 0; i < kRowsInFlight; ++i) {
+      for (int i = 0; i < kBlockRows; ++i) {
         const uint8_t s = MxScaleCode<F>(amax[i], p.mx_rceil);
         quant[i] = MxMultiplier(s);
         if (active && i % kLanes == lane && r0 + i < p.m) {
@@ -219,23 +292,23 @@ __global__ void __launch_bounds__(kRowThreads)
       // Two IEEE divisions per block: lane i of a block's lanes computes row i's and shares it.
       uint32_t mine = 0;
 #pragma unroll
-      for (int i = 0; i < kRowsInFlight; ++i) {
+      for (int i = 0; i < kBlockRows; ++i) {
         if (lane == i) mine = amax[i];
       }
       const BlockScale own = ComputeScale(mine, F::kMax, p.eps, p.pow2_scales);
       const int64_t r = r0 + lane;
-      if (active && lane < kRowsInFlight && r < p.m) {
+      if (active && lane < kBlockRows && r < p.m) {
         const int64_t at = p.k_block_major_scales ? block * p.scales_stride + r
                                                   : r * p.scales_stride + block;
         static_cast<float*>(p.scales)[at] = own.stored;
       }
 #pragma unroll
-      for (int i = 0; i < kRowsInFlight; ++i) {
+      for (int i = 0; i < kBlockRows; ++i) {
         quant[i] = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + i);
       }
     }
 #pragma unroll
-    for (int i = 0; i < kRowsInFlight; ++i) {
+    for (int i = 0; i < kBlockRows; ++i) {
       if (active && r0 + i < p.m) {
         EncodeStore<kType, F>(raw[i], quant[i], p.output + (r0 + i) * p.output_stride, c, p.k,
                               vec_out);
@@ -393,49 +466,16 @@ JaggedScratch ScratchOf(const RowQuantizeParams& p) {
   return s;
 }
 
-// One CTA: copies the client's ends once into `ends`, checks them as kd::CheckGroupEnds does and
-// writes the verdict to `valid` and a violation to p.error.
+// One CTA: copies the client's ends once into `ends`, checks the copy as kd::CheckGroupEnds
+// does and writes the verdict to `valid` and a violation to p.error.
 __global__ void __launch_bounds__(kCheckThreads)
     CheckGroupEndsKernel(RowQuantizeParams p, int64_t* ends, int32_t* valid) {
-  __shared__ unsigned long long first_bad;
-  const int tid = threadIdx.x;
-  if (tid == 0) first_bad = ~0ull;
-  for (int64_t g = tid; g < p.groups; g += kCheckThreads) {
-    ends[g] = p.group_ends_i64
-                  ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
-                  : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
-  }
+  for (int64_t g = threadIdx.x; g < p.groups; g += kCheckThreads) ends[g] = ClientEnd(p, g);
   __syncthreads();
-  for (int64_t g = tid; g < p.groups; g += kCheckThreads) {
-    const int64_t prev = g == 0 ? 0 : ends[g - 1];
-    if (ends[g] < prev) atomicMin(&first_bad, static_cast<unsigned long long>(g));
-  }
-  __syncthreads();
-  if (tid != 0) return;
-  int32_t code = DeviceErrorRecord::kNone;
-  int64_t group = 0, value = 0, bound = 0;
-  if (first_bad != ~0ull) {
-    code = DeviceErrorRecord::kGroupEndDecreasing;
-    group = static_cast<int64_t>(first_bad);
-    value = ends[group];
-    bound = group == 0 ? 0 : ends[group - 1];
-  } else if (p.groups > 0 && ends[p.groups - 1] != p.m) {
-    code = DeviceErrorRecord::kGroupEndTotal;
-    group = p.groups - 1;
-    value = ends[group];
-    bound = p.m;
-  }
-  *valid = code == DeviceErrorRecord::kNone;
-  volatile DeviceErrorRecord* rec = p.error;
-  if (code != DeviceErrorRecord::kNone && rec != nullptr &&
-      rec->code == DeviceErrorRecord::kNone) {
-    rec->op = 2;
-    rec->group = group;
-    rec->value = value;
-    rec->bound = bound;
-    __threadfence_system();
-    rec->code = code;
-  }
+  const Violation v = FindViolation([&](int64_t g) { return ends[g]; }, p.groups, p.m);
+  if (threadIdx.x != 0) return;
+  *valid = v.code == DeviceErrorRecord::kNone;
+  ReportViolation(p, v);
 }
 
 // First g in [0, n) with ends[g] > r, or n.
@@ -452,13 +492,13 @@ __device__ __forceinline__ int64_t GroupOfRow(const int64_t* ends, int64_t n, in
 // Amax per (group, column of X): thread = one chunk of columns over kColAmaxRows rows; it folds
 // its column maxima into the cells of a group with atomicMax when it leaves the group.
 template <InputType kType>
-__global__ void __launch_bounds__(kColThreads)
+__global__ void __launch_bounds__(kColAmaxThreads)
     ColAmaxKernel(RowQuantizeParams p, bool vec_in, JaggedScratch s) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   if (*s.valid == 0) return;
   const int64_t cpr = (p.k + kVec - 1) / kVec;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColAmaxThreads + threadIdx.x;
   if (c >= cpr) return;
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kColAmaxRows;
   const int64_t r_end = min(p.m, r_begin + kColAmaxRows);
@@ -651,7 +691,7 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
   const bool vec_out = addr(p.output) % kVec == 0 && p.output_stride % kVec == 0;
   const int64_t cpr = (p.k + kVec - 1) / kVec;
-  const int64_t row_groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
+  const int64_t row_groups = (p.m + kBlockRows - 1) / kBlockRows;
   const int64_t x_blocks = (cpr + kRowThreads - 1) / kRowThreads;
   if (x_blocks > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   const dim3 row_grid(static_cast<unsigned>(x_blocks),
@@ -670,7 +710,7 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
         return cudaErrorInvalidValue;  // not an MX element format
       } else {
         RowBlocksKernel<kType, F, true><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
-                                                                              nullptr);
+                                                                              nullptr, false);
         return cudaGetLastError();
       }
     case RowQuantizeKind::kPerTensor: {
@@ -688,6 +728,12 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
     case RowQuantizeKind::kJaggedRowwise:
+      if (p.groups <= kFusedCheckGroups) {
+        RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(
+            p, vec_in, vec_out, nullptr, true);
+        return cudaGetLastError();
+      }
+      break;
     case RowQuantizeKind::kJaggedColwise:
       break;
   }
@@ -697,7 +743,7 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   if (p.kind == RowQuantizeKind::kJaggedRowwise) {
     RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
-                                                                           s.valid);
+                                                                           s.valid, false);
     return cudaGetLastError();
   }
   // jagged_colwise. No group: nothing to write (the CPU backend writes nothing either).
@@ -705,7 +751,7 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
   const int64_t cells = p.groups * p.k;
   err = cudaMemsetAsync(s.cell_amax, 0, cells * sizeof(uint32_t), stream);
   if (err != cudaSuccess) return err;
-  const int64_t amax_x = (cpr + kColThreads - 1) / kColThreads;
+  const int64_t amax_x = (cpr + kColAmaxThreads - 1) / kColAmaxThreads;
   const int64_t amax_y = (p.m + kColAmaxRows - 1) / kColAmaxRows;
   const int64_t enc_x = (p.k + kColTileCols - 1) / kColTileCols;
   const int64_t enc_y = (p.m + kColTileRows - 1) / kColTileRows;
@@ -713,7 +759,7 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
     return cudaErrorInvalidConfiguration;
   }
   ColAmaxKernel<kType><<<dim3(static_cast<unsigned>(amax_x), static_cast<unsigned>(amax_y)),
-                         kColThreads, 0, stream>>>(p, vec_in, s);
+                         kColAmaxThreads, 0, stream>>>(p, vec_in, s);
   const int64_t scale_blocks = std::min<int64_t>((cells + kColThreads - 1) / kColThreads, 132 * 32);
   ColScaleKernel<F><<<static_cast<unsigned>(scale_blocks), kColThreads, 0, stream>>>(p, s);
   const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;

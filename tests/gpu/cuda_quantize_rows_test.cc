@@ -177,7 +177,10 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           a.transpose_output = t;
           std::vector<int64_t> s_shape;
           DType s_type = DType::kF32;
-          const int64_t groups = 1 + static_cast<int64_t>(rotation % 3) * 4;  // 1, 5, 9
+          // 1, 5 or 9 groups; jagged_rowwise sometimes 1500 (its separate check kernel).
+          const int64_t groups = kind == kJaggedRowwise && rotation % 7 == 3
+                                     ? 1500
+                                     : 1 + static_cast<int64_t>(rotation % 3) * 4;
           switch (kind) {
             case kPerRow:
               a.granularity = QuantGranularity::kPerRow;
@@ -277,7 +280,7 @@ TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
   auto cpu_stream = cpu->CreateStream(0).value();
   auto stream = gpu->CreateStream(0).value();
   std::mt19937_64 rng(7);
-  const int64_t m = 100, k = 256, groups = 4;
+  const int64_t m = 100, k = 256;
   const std::vector<uint8_t> input = RowInput(DType::kBF16, m, k, k, Specials::kNone, rng);
   DeviceBytes d_in(*gpu, input);
   struct Bad {
@@ -290,16 +293,24 @@ TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
       {{10, 50, 60, 99}, "group_ends[3]=99 must equal the row count 100"},
       {{10, 50, 60, 1000000}, "group_ends[3]=1000000 must equal the row count 100"},
       {{0, 0, 0, 0}, "group_ends[3]=0 must equal the row count 100"},
+      {{}, "group_ends[1500]=73 is less than group_ends[1499]=74"},  // many groups, below
   };
+  // 2000 groups (more than a jagged_rowwise CTA checks itself), decreasing at group 1500.
+  std::vector<int64_t> many(2000);
+  for (int64_t g = 0; g < 2000; ++g) many[g] = g * m / 2000;
+  many[1500] = many[1499] - 1;
+  many.back() = m;
   for (bool colwise : {false, true}) {
     const int64_t rows = colwise ? k : m, cols = colwise ? m : k;
-    const std::vector<int64_t> s_shape =
-        colwise ? std::vector<int64_t>{groups, k} : std::vector<int64_t>{m, k / 128};
-    const size_t s_bytes = s_shape[0] * s_shape[1] * 4;
     for (const Bad& bad : cases) {
       SCOPED_TRACE(absl::StrCat(colwise ? "jagged_colwise: " : "jagged_rowwise: ", bad.expect));
+      const std::vector<int64_t>& bad_ends = bad.ends.empty() ? many : bad.ends;
+      const int64_t groups = static_cast<int64_t>(bad_ends.size());
+      const std::vector<int64_t> s_shape =
+          colwise ? std::vector<int64_t>{groups, k} : std::vector<int64_t>{m, k / 128};
+      const size_t s_bytes = s_shape[0] * s_shape[1] * 4;
       std::vector<uint8_t> ends(groups * 8);
-      std::memcpy(ends.data(), bad.ends.data(), ends.size());
+      std::memcpy(ends.data(), bad_ends.data(), ends.size());
       auto make = [&](const void* in, void* o, void* sc, void* e, DeviceLoc loc) {
         QuantizeArgs a;
         a.input = MakeTensor(const_cast<void*>(in), DType::kBF16, {m, k}, k, loc);

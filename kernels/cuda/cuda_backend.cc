@@ -662,10 +662,59 @@ class CudaBackend : public Backend {
     return Check(cuda::LaunchRowQuantize(p, s.stream()), "quantize launch");
   }
 
+  // The tiled one-pass quantizer: 1x128, 128x1 and 128x128 of Y = Xᵀ, 128x1 of Y = X, and the
+  // dual pass (quantize_tiled.cu). False for what it does not run.
+  static bool TiledModeOf(const QuantizeArgs& q, cuda::TiledQuantizeMode& mode) {
+    const bool t = q.transpose_output;
+    switch (q.granularity) {
+      case QuantGranularity::k1x128:
+        if (q.output_t.present()) mode = cuda::TiledQuantizeMode::kDual;
+        else if (t) mode = cuda::TiledQuantizeMode::k1x128Transposed;
+        else return false;
+        return true;
+      case QuantGranularity::k128x1:
+        mode = t ? cuda::TiledQuantizeMode::k128x1Transposed : cuda::TiledQuantizeMode::k128x1;
+        return true;
+      case QuantGranularity::k128x128:
+        mode = cuda::TiledQuantizeMode::k128x128Transposed;
+        return t;
+      default:
+        return false;
+    }
+  }
+
+  absl::Status LaunchTiled(const QuantizeArgs& q, cuda::TiledQuantizeMode mode, CudaStream& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    cuda::TiledQuantizeParams p;
+    p.mode = mode;
+    p.input = q.input.data;
+    p.input_stride = q.input.strides[0];
+    p.input_type = InputTypeOf(q.input.dtype);
+    p.m = q.input.shape[0];
+    p.k = q.input.shape[1];
+    p.format = FormatOf(q.output.dtype);
+    p.output = q.output.as<uint8_t>();
+    p.output_stride = q.output.strides[0];
+    p.scales = q.scales.as<float>();
+    p.scales_stride = q.scales.strides[0];
+    if (mode == cuda::TiledQuantizeMode::kDual) {
+      p.output_t = q.output_t.as<uint8_t>();
+      p.output_t_stride = q.output_t.strides[0];
+      p.scales_t = q.scales_t.as<float>();
+      p.scales_t_stride = q.scales_t.strides[0];
+    }
+    p.k_block_major_scales = q.scale_layout == ScaleLayout::kKBlockMajor;
+    p.pow2_scales = q.scale_format == ScaleFormat::kPow2;
+    p.eps = q.eps;
+    return Check(cuda::LaunchQuantizeTiled(p, s.stream()), "quantize launch");
+  }
+
   absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s);
     if (auto* q = std::get_if<QuantizeArgs>(&op)) {
       if (RunsOnRowKernels(*q)) return LaunchRows(*q, s);
+      cuda::TiledQuantizeMode tiled_mode;
+      if (TiledModeOf(*q, tiled_mode)) return LaunchTiled(*q, tiled_mode, s);
       const bool blockwise = (q->granularity == QuantGranularity::k1x128 ||
                               q->granularity == QuantGranularity::k128x128) &&
                              !q->transpose_output;
@@ -687,11 +736,7 @@ class CudaBackend : public Backend {
       p.k_block_major_scales = q->scale_layout == ScaleLayout::kKBlockMajor;
       p.pow2_scales = q->scale_format == ScaleFormat::kPow2;
       p.eps = q->eps;
-      KD_RETURN_IF_ERROR(Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch"));
-      if (q->output_t.present()) {  // the dual pass: 1x128 of Xᵀ too
-        return LaunchGeneric(*q, q->output_t, q->scales_t, true, QuantGranularity::k1x128, s);
-      }
-      return absl::OkStatus();
+      return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
     }
     const bool unpad = std::holds_alternative<UnpadArgs>(op);
     if (std::holds_alternative<PadArgs>(op) || unpad) {

@@ -64,6 +64,46 @@ struct GenericQuantizeParams {
 };
 cudaError_t LaunchQuantizeGeneric(const GenericQuantizeParams& params, cudaStream_t stream);
 
+// The tiled one-pass quantizer (quantize_tiled.cu): one read of X (m, k) and one write of each
+// output, a CTA per 128x128 tile of X, the recipe of kernels/cpu/quantize.cc (bit-exact).
+//   k1x128Transposed    1x128 of Y = Xᵀ (k, m), m a multiple of 128: output (k, m), scales
+//                       (k, m/128) or K-block-major (m/128, k)
+//   k128x1              128x1 of Y = X: output (m, k), scales (ceil(m/128), k)
+//   k128x1Transposed    128x1 of Y = Xᵀ: output (k, m), scales (ceil(k/128), m)
+//   k128x128Transposed  128x128 of Y = Xᵀ, m a multiple of 128: output (k, m), scales
+//                       (ceil(k/128), m/128)
+//   kDual               m and k multiples of 128: 1x128 of X into output (m, k) / scales (m, k/128)
+//                       and 1x128 of Xᵀ into output_t (k, m) / scales_t (k, m/128); K-block-major
+//                       scales are (k/128, m) and (m/128, k)
+// Any m, k and row strides otherwise (16-byte loads and stores where alignment allows).
+enum class TiledQuantizeMode : uint8_t {
+  k1x128Transposed,
+  k128x1,
+  k128x1Transposed,
+  k128x128Transposed,
+  kDual,
+};
+struct TiledQuantizeParams {
+  TiledQuantizeMode mode = TiledQuantizeMode::k128x1;
+  const void* input = nullptr;  // X (m, k)
+  int64_t input_stride = 0;     // elements
+  InputType input_type = InputType::kBF16;
+  int64_t m = 0, k = 0;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  uint8_t* output = nullptr;
+  int64_t output_stride = 0;
+  float* scales = nullptr;
+  int64_t scales_stride = 0;
+  uint8_t* output_t = nullptr;  // kDual only
+  int64_t output_t_stride = 0;
+  float* scales_t = nullptr;    // kDual only
+  int64_t scales_t_stride = 0;
+  bool k_block_major_scales = false;  // k1x128Transposed and kDual
+  bool pow2_scales = false;
+  float eps = 1e-12f;
+};
+cudaError_t LaunchQuantizeTiled(const TiledQuantizeParams& params, cudaStream_t stream);
+
 // Compares the quantizer's hardware FP8 conversion (fp8::EncodeFinite4 in fp8_encode.h) with
 // fp8::Encode on all 2^32 - 2^24 + 2 non-NaN floats for `format`: adds the number of differing
 // bytes to *mismatches and lowers *first_bad (initialise it to 0xffffffff) to the smallest

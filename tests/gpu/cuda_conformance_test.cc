@@ -313,6 +313,145 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
   for (int kind = 0; kind < kKinds; ++kind) EXPECT_GT(ran[kind], 0) << "kind " << kind;
 }
 
+// Replaces every NaN and Inf in the rows of odd 128-row bands with 1.0, so that those bands hold
+// tiles without a non-finite block (RandomInput puts one in nearly every 128x128 tile), which
+// take the hardware conversion.
+void FiniteOddBands(DType dtype, int64_t rows, int64_t stride, std::vector<uint8_t>& data) {
+  const size_t esize = DTypeSize(dtype);
+  for (int64_t r = 128; r < rows; ++r) {
+    if ((r / 128) % 2 == 0) continue;
+    for (int64_t c = 0; c < stride; ++c) {
+      uint8_t* at = &data[(r * stride + c) * esize];
+      if (dtype == DType::kF32) {
+        uint32_t v;
+        std::memcpy(&v, at, 4);
+        if ((v & 0x7F800000u) == 0x7F800000u) v = 0x3F800000u;
+        std::memcpy(at, &v, 4);
+      } else {
+        const uint16_t exp = dtype == DType::kBF16 ? 0x7F80u : 0x7C00u;
+        const uint16_t one = dtype == DType::kBF16 ? 0x3F80u : 0x3C00u;
+        uint16_t v;
+        std::memcpy(&v, at, 2);
+        if ((v & exp) == exp) v = one;
+        std::memcpy(at, &v, 2);
+      }
+    }
+  }
+}
+
+// The tiled one-pass quantizer (quantize_tiled.cu): 1x128, 128x1 and 128x128 of Y = Xᵀ, 128x1
+// of Y = X and the dual pass, at ragged shapes (partial row and column tiles, chunks cut by K),
+// several tiles per grid, row strides past the row (aligned and not, for input, outputs and
+// scales: the 16-byte and the element paths), both scale layouts, fp32/pow2 scales, three input
+// and three output types, tiles with NaN/Inf blocks and tiles without. Outputs start from the same poison on both
+// backends, so padding bytes a kernel must not touch are checked too.
+TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(2);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(4321);
+  const QuantCase cases[] = {{300, 384, 8, 16, 3},  {384, 300, 3, 5, 1},   {256, 384, 0, 0, 0},
+                             {256, 384, 8, 16, 2},  {1000, 1030, 24, 32, 5}, {1024, 1030, 1, 0, 0},
+                             {7, 5, 1, 3, 0},       {640, 1280, 0, 16, 1}};
+  const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
+  const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
+  enum Kind { k1x128T, k1x128TKbm, k128x1, k128x1T, k128x128T, kDual, kDualKbm, kKinds };
+  int ran[kKinds] = {};
+  for (const QuantCase& qc : cases) {
+    const int64_t m = qc.m, k = qc.k;
+    for (DType in_type : inputs) {
+      const int64_t in_stride = k + qc.in_pad;
+      std::vector<uint8_t> input = RandomInput(in_type, m, in_stride, rng);
+      FiniteOddBands(in_type, m, in_stride, input);
+      DeviceBuffer d_input(*gpu, input);
+      for (DType out_type : outputs) {
+        for (int kind = 0; kind < kKinds; ++kind) {
+          for (bool pow2 : {false, true}) {
+            const bool dual = kind == kDual || kind == kDualKbm;
+            const bool kbm = kind == k1x128TKbm || kind == kDualKbm;
+            const bool t = !dual && kind != k128x1;
+            const int64_t rows = t ? k : m, cols = t ? m : k;
+            QuantizeArgs a;
+            a.transpose_output = t;
+            a.scale_format = pow2 ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+            a.scale_layout = kbm ? ScaleLayout::kKBlockMajor : ScaleLayout::kRowMajor;
+            int64_t s_rows = rows, s_cols = cols / 128;
+            switch (kind) {
+              case k128x1: case k128x1T:
+                a.granularity = QuantGranularity::k128x1;
+                s_rows = (rows + 127) / 128, s_cols = cols;
+                break;
+              case k128x128T:
+                a.granularity = QuantGranularity::k128x128;
+                s_rows = (rows + 127) / 128;
+                break;
+              default:
+                a.granularity = QuantGranularity::k1x128;
+                break;
+            }
+            if (kbm) std::swap(s_rows, s_cols);
+            int64_t st_rows = k, st_cols = m / 128;  // the dual pass's scales_t
+            if (kbm) std::swap(st_rows, st_cols);
+            const int64_t out_stride = cols + qc.out_pad, out_t_stride = m + qc.out_pad;
+            const int64_t s_stride = s_cols + qc.scale_pad, st_stride = st_cols + qc.scale_pad;
+            const size_t out_bytes = rows * out_stride, out_t_bytes = k * out_t_stride;
+            const size_t s_bytes = std::max<int64_t>(s_rows * s_stride, 1) * 4;
+            const size_t st_bytes = std::max<int64_t>(st_rows * st_stride, 1) * 4;
+            auto make = [&](void* in, void* o, void* sc, void* ot, void* stt, DeviceLoc loc) {
+              QuantizeArgs b = a;
+              b.input = MakeTensor(in, in_type, {m, k}, in_stride, loc);
+              b.output = MakeTensor(o, out_type, {rows, cols}, out_stride, loc);
+              b.scales = MakeTensor(sc, DType::kF32, {s_rows, s_cols}, s_stride, loc);
+              if (dual) {
+                b.output_t = MakeTensor(ot, out_type, {k, m}, out_t_stride, loc);
+                b.scales_t = MakeTensor(stt, DType::kF32, {st_rows, st_cols}, st_stride, loc);
+              }
+              return Op(b);
+            };
+            std::vector<uint8_t> cpu_in = input;
+            std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison),
+                out_t(out_t_bytes, kPoison), sc_t(st_bytes, kPoison);
+            const Op cpu_op =
+                make(cpu_in.data(), out.data(), sc.data(), out_t.data(), sc_t.data(), kCpu);
+            if (!Validate(cpu_op).ok()) continue;  // M or K not a multiple of 128 where needed
+            const std::string what = absl::StrCat(
+                DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " pads ",
+                qc.in_pad, "/", qc.out_pad, "/", qc.scale_pad, " kind=", kind, " pow2=", pow2);
+            SCOPED_TRACE(what);
+            ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+            DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+            DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+            DeviceBuffer d_out_t(*gpu, std::vector<uint8_t>(out_t_bytes, kPoison));
+            DeviceBuffer d_sc_t(*gpu, std::vector<uint8_t>(st_bytes, kPoison));
+            const Op gpu_op = make(d_input.data(), d_out.data(), d_sc.data(), d_out_t.data(),
+                                   d_sc_t.data(), kGpu);
+            const absl::Status run = gpu->Run(gpu_op, *stream, nullptr);
+            ASSERT_TRUE(run.ok()) << run;
+            ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+            const std::vector<uint8_t> got = d_out.Read(out_bytes);
+            size_t bad = 0;
+            while (bad < out_bytes && got[bad] == out[bad]) ++bad;
+            ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
+                                      << "): cuda " << int(got[bad]) << " cpu " << int(out[bad]);
+            ASSERT_EQ(d_sc.Read(s_bytes), sc);
+            if (dual) {
+              const std::vector<uint8_t> got_t = d_out_t.Read(out_t_bytes);
+              bad = 0;
+              while (bad < out_t_bytes && got_t[bad] == out_t[bad]) ++bad;
+              ASSERT_EQ(bad, out_t_bytes) << "output_t byte " << bad << ": cuda " << int(got_t[bad])
+                                          << " cpu " << int(out_t[bad]);
+              ASSERT_EQ(d_sc_t.Read(st_bytes), sc_t);
+            }
+            ++ran[kind];
+          }
+        }
+      }
+    }
+  }
+  for (int kind = 0; kind < kKinds; ++kind) EXPECT_GE(ran[kind], 3 * 3 * 2 * 3) << "kind " << kind;
+}
+
 struct PadCase {
   int64_t rows, cols;
   DType dtype;

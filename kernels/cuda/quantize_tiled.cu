@@ -207,8 +207,8 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
     }
   }
 
-  // Transposed outputs: the tile goes to shared memory at once, and every later step reads it
-  // there, so that the chunks do not hold registers across the scale computations.
+  // Transposed outputs: the amax taken, the tile goes to shared memory, and every later step
+  // reads it there, so that the chunks do not hold registers across the scale computations.
   unsigned char* xs = tile_smem;
   unsigned char* os = tile_smem + (T::kTransposed ? kBlock * G::kRowBytes : 0);
   auto chunk_at = [&](int j) -> uint4 {
@@ -218,13 +218,6 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
       return raw[j];
     }
   };
-  if constexpr (T::kTransposed) {
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      *reinterpret_cast<uint4*>(xs + row_of(j) * G::kRowBytes + lane_col * 16) = raw[j];
-    }
-    __syncthreads();
-  }
 
   // Codes of chunk j of Y = X with the scale scale_of(i) of element i, stored (8 or 4 bytes; a
   // warp writes whole rows).
@@ -255,15 +248,16 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
     }
   };
 
-  // 2. Amax: the warp parts of the column amax, the tile's warp maxima, the row amax and its
-  // scales. `finite`: every scale this thread computed for the barrier's vote below is finite.
+  // 2. Amax from the registers: the warp parts of the column amax, the tile's warp maxima, the
+  // row amax; then the row scales. `finite`: every scale this thread computed for the barrier's
+  // vote below is finite.
   bool finite = true;
   {
     uint32_t cm[4] = {0, 0, 0, 0};
     uint32_t row_mine = 0, tile_amax = 0;
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
-      const uint4 chunk = chunk_at(j);
+      const uint4 chunk = raw[j];
       if constexpr (T::kColScale) {
         const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
 #pragma unroll
@@ -291,6 +285,12 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
     if constexpr (T::kTileScale) {
       tile_amax = GroupMax<32>(tile_amax);
       if (tid % 32 == 0) warp_max[tid / 32] = tile_amax;
+    }
+    if constexpr (T::kTransposed) {
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) {
+        *reinterpret_cast<uint4*>(xs + row_of(j) * G::kRowBytes + lane_col * 16) = raw[j];
+      }
     }
     if constexpr (T::kRowScale) {
       // NOTE: two IEEE divisions per block cost more than the block's conversion, so lane l of
@@ -380,6 +380,8 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
     using Word = typename G::Word;
     const int pair = tid % (kBlock / 2);  // columns 2 * pair and 2 * pair + 1 of the tile
     const int row_group = tid / (kBlock / 2);  // rows 32 * row_group .. + 31
+    // The scales of the two columns (1x128 of Xᵀ, the dual pass's Xᵀ) or the tile's (128x128);
+    // 128x1 of Xᵀ takes a scale per row of X, below.
     float qa = tile_scale.quant, qb = tile_scale.quant;
     if constexpr (T::kColScale) {
       qa = col_quant[2 * pair];
@@ -398,7 +400,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
                                                         pair * static_cast<int>(sizeof(Word)));
           float a, b;
           WordElements<kType>(w, a, b);
-          if constexpr (T::kRowScale) {
+          if constexpr (kMode == TiledQuantizeMode::k128x1Transposed) {
             const float q = row_quant[row];
             ya[i] = __fmul_rn(a, q);
             yb[i] = __fmul_rn(b, q);

@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
         {"1x128_e5m2", QuantGranularity::k1x128, false, false, false, DType::kE5M2},
         {"1x128_e4m3fnuz", QuantGranularity::k1x128, false, false, false, DType::kE4M3FNUZ},
         {"128x128", QuantGranularity::k128x128, false, false, false, DType::kE4M3FN},
-        // The general three-pass quantizer (quantize_generic.cu) and the dual pass.
+        // The tiled quantizer (quantize_tiled.cu), the row-wise kernels (quantize_rows.cu).
         {"1x128_transposed", QuantGranularity::k1x128, true, false, false, DType::kE4M3FN},
         {"128x1", QuantGranularity::k128x1, false, false, false, DType::kE4M3FN},
         {"128x1_transposed", QuantGranularity::k128x1, true, false, false, DType::kE4M3FN},

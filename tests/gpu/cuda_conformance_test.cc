@@ -186,10 +186,11 @@ TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
   EXPECT_EQ(runs, 5 * 3 * 3 * 3 * 2);
 }
 
-// The rest of the family, through the general three-pass quantizer (and the dual pass, whose Xᵀ
-// half uses it): every granularity but the jagged ones, on Y = X and Y = Xᵀ, with fp32/pow2
-// scales, FLOOR/RCEIL mx rounding, three input and three output types, full and partial blocks.
-// Combinations the shared validation refuses are skipped; every granularity must run.
+// The rest of the family (the tiled quantizer, the row-wise kernels, the general three-pass
+// quantizer for what they leave) and the dual pass: every granularity but the jagged ones, on
+// Y = X and Y = Xᵀ, with fp32/pow2 scales, FLOOR/RCEIL mx rounding, three input and three output
+// types, full and partial blocks. Combinations the shared validation refuses are skipped; every
+// granularity must run.
 TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
   KD_REQUIRE_CUDA(gpu);
   auto cpu = CreateCpuBackend(2);

@@ -1,6 +1,7 @@
 // The blockwise FP8 quantizer, one kernel template for 1x128 and 128x128 blocks of Y = X (the
 // fast path; every other granularity and Y = Xᵀ go through quantize_generic.cu).
-// Included by one .cu file per FP8 format so that the formats compile in parallel. The recipe is exactly that of kernels/cpu/quantize.cc (bit-exact):
+// Included by one .cu file per FP8 format so that the formats compile in parallel. The recipe is
+// exactly that of kernels/cpu/quantize.cc (bit-exact):
 //   amax   = max |x| over the block, NaN if any element is NaN
 //   scale  = FP8_MAX / max(amax, eps)          IEEE division (__fdiv_rn)
 //   scale  = 2^floor(log2(scale))              pow2 scales only
@@ -29,7 +30,6 @@ namespace cuda {
 namespace quant {
 
 constexpr int kBlock = 128;    // the quantization block edge
-constexpr int kThreads = 256;  // per CTA; one CTA quantizes one 128x128 tile of X
 constexpr uint32_t kQuietNanBits = 0x7FC00000u;
 constexpr uint32_t kInfBits = 0x7F800000u;
 
@@ -130,191 +130,241 @@ __device__ __forceinline__ uint32_t GroupMax(uint32_t v) {
   return v;
 }
 
-// A CTA quantizes 128x128 tiles (blockIdx.x: K block, blockIdx.y strides over M tiles). Each
-// thread holds kChunks 16-byte chunks of a tile in registers: loads first, all in flight, then
-// the amax, then the codes. Thread t covers chunk column t % kLanes and rows 4g..4g+3 of each
-// pass of 4 * kGroupsPerPass rows. `vec_in`/`vec_out`: the tensors allow 16-byte (one chunk's
-// codes) accesses; else element accesses.
-template <InputType kType, typename F, bool kTile128>
-__global__ void __launch_bounds__(kThreads, 2) QuantizeBlockwiseKernel(QuantizeParams p, bool vec_in,
-                                                                     bool vec_out) {
-  using S = typename Input<kType>::Storage;
-  constexpr int kVec = 16 / sizeof(S);             // elements per chunk
-  constexpr int kLanes = kBlock / kVec;            // threads per 128-element row
-  constexpr int kGroupsPerPass = kThreads / kLanes;
-  constexpr int kChunks = kBlock * kLanes / kThreads;
+// n / d for 32-bit n and d >= 1 by a multiply-high and one correction step (the magic is
+// floor(2^32 / d), 2^32 - 1 for d = 1; the estimate is the quotient or one less).
+struct FastDivU32 {
+  uint32_t d;
+  uint32_t magic;
+};
+inline FastDivU32 MakeFastDiv(uint32_t d) {
+  return {d, d == 1 ? 0xFFFFFFFFu : static_cast<uint32_t>((uint64_t{1} << 32) / d)};
+}
+__device__ __forceinline__ uint32_t Div(uint32_t n, FastDivU32 f) {
+  uint32_t q = __umulhi(n, f.magic);
+  if (n - q * f.d >= f.d) ++q;
+  return q;
+}
 
+// The codes of one 16-byte chunk of inputs (kVec elements, kVec / 4 words, first element in the
+// low byte) at scale `quant`; `finite`: every product of the chunk's block is finite, so the
+// hardware conversion gives fp8::Encode's bytes (see the file comment).
+template <InputType kType, typename F>
+__device__ __forceinline__ void EncodeChunk(
+    const uint4& raw, float quant, bool finite,
+    uint32_t (&words)[16 / sizeof(typename Input<kType>::Storage) / 4]) {
+  constexpr int kVec = 16 / sizeof(typename Input<kType>::Storage);
+  float y[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw, i), quant);
+#if defined(KD_HAVE_HW_FP8_CVT)
+  if (finite) {
+#pragma unroll
+    for (int w = 0; w < kVec / 4; ++w) {
+      words[w] = fp8::EncodeFinite4<F>(y[4 * w], y[4 * w + 1], y[4 * w + 2], y[4 * w + 3]);
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int w = 0; w < kVec / 4; ++w) {
+    words[w] = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      words[w] |= static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y[4 * w + i])) << (8 * i);
+    }
+  }
+}
+
+// Launch shape of the blockwise kernel. A work item is kItemBlocks 1x128 blocks that follow each
+// other in row-major order (8 KB of two-byte inputs), or one 128x128 tile; one CTA per item.
+// Thread t holds kChunks 16-byte chunks of its item: chunk u is column t % kLanes of item row
+// u * kRowsPerPass + t / kLanes (an item row is a block for 1x128, a tile row for 128x128).
+// NOTE: measured on H100 (bench/RESULTS.md, "CUDA quantize and pad"): one small item per CTA
+// and a grid of every item in row-major order beat a persistent grid of resident CTAs walking
+// items with the next item's loads in flight, by 0.05-0.15 of the copy bandwidth, at every
+// shape; so did 1x128 items of consecutive blocks over 128x128-shaped groups of blocks. Among
+// non-persistent shapes the spread was within run-to-run noise (0.01); these keep registers
+// low enough for 1536 (1x128) and 1024 (128x128) resident threads per SM without spills.
+template <InputType kType, bool kTile128>
+struct Geometry {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(typename Input<kType>::Storage));
+  static constexpr int kLanes = kBlock / kVec;  // threads per 128-element row
+  static constexpr int kThreads = kTile128 ? 512 : 256;
+  static constexpr int kMinBlocksPerSm = kTile128 ? 2 : 6;
+  static constexpr int kRowsPerPass = kThreads / kLanes;
+  static constexpr int kChunks = kTile128 ? kBlock / kRowsPerPass : 2;
+  static constexpr uint32_t kItemBlocks = kTile128 ? 1 : kRowsPerPass * kChunks;
+  static_assert(!kTile128 || kRowsPerPass * kChunks == kBlock, "an item is one tile");
+  static_assert(kTile128 || kLanes >= kChunks, "one lane per chunk computes its scales");
+};
+
+// Quantizes work item blockIdx.x (see Geometry). `units`: the 1x128 blocks (m * k / 128) or
+// 128x128 tiles (ceil(m / 128) * k / 128) of X; `kb`: k / 128. kDense (1x128 only): rows of X and
+// Y are contiguous (stride k), so block b starts at element 128 b of both; else the block's row
+// and column come from a division by kb. `vec_in`/`vec_out`: the tensors allow 16-byte (one
+// chunk's inputs) and kVec-byte (its codes) accesses; else element accesses.
+template <InputType kType, typename F, bool kTile128, bool kDense>
+__global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
+                                  Geometry<kType, kTile128>::kMinBlocksPerSm)
+    QuantizeBlockwiseKernel(QuantizeParams p, FastDivU32 kb, uint32_t units, bool vec_in,
+                            bool vec_out) {
+  using G = Geometry<kType, kTile128>;
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = G::kVec;
+  constexpr int kLanes = G::kLanes;
+  constexpr int kChunks = G::kChunks;
+  const uint32_t item = blockIdx.x;
   const int tid = threadIdx.x;
   const int lane_col = tid % kLanes;
-  const int group = tid / kLanes;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kBlock;
-  const int64_t row_tiles = (p.m + kBlock - 1) / kBlock;
+  const int item_row = tid / kLanes;
   const S* input = static_cast<const S*>(p.input);
 
-  auto row_of = [&](int j) { return (j / 4) * (4 * kGroupsPerPass) + group * 4 + (j % 4); };
-  auto load_tile = [&](int64_t tile, uint4 (&raw)[kChunks]) {
-    const int64_t row0 = tile * kBlock;
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const int64_t r = row0 + row_of(j);
-      raw[j] = make_uint4(0, 0, 0, 0);
-      if (tile < row_tiles && r < p.m) {
-        const S* src = input + r * p.input_stride + col0 + lane_col * kVec;
-        if (vec_in) {
-          raw[j] = *reinterpret_cast<const uint4*>(src);
-        } else {
-          uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            w[i * sizeof(S) / 4] |= static_cast<uint32_t>(src[i]) << (8 * ((i * sizeof(S)) % 4));
-          }
-          raw[j] = make_uint4(w[0], w[1], w[2], w[3]);
-        }
+  // Element offsets of chunk u in X and Y; `valid` is false past the end of X.
+  struct Loc {
+    int64_t in, out;
+    bool valid;
+  };
+  auto locate = [&](int u) -> Loc {
+    if constexpr (kTile128) {
+      const uint32_t tile_row = Div(item, kb);
+      const int64_t row = static_cast<int64_t>(tile_row) * kBlock + u * G::kRowsPerPass + item_row;
+      const int64_t col = static_cast<int64_t>(item - tile_row * kb.d) * kBlock + lane_col * kVec;
+      return {row * p.input_stride + col, row * p.output_stride + col, row < p.m};
+    } else {
+      const uint32_t block = item * G::kItemBlocks + static_cast<uint32_t>(u * G::kRowsPerPass + item_row);
+      if constexpr (kDense) {
+        const int64_t offset = static_cast<int64_t>(block) * kBlock + lane_col * kVec;
+        return {offset, offset, block < units};
+      } else {
+        const uint32_t row = Div(block, kb);
+        const int64_t col = static_cast<int64_t>(block - row * kb.d) * kBlock + lane_col * kVec;
+        return {row * p.input_stride + col, row * p.output_stride + col, block < units};
       }
     }
   };
 
-  // NOTE: the CTA walks row tiles and loads tile n+1 into registers before it computes tile n,
-  // so that every thread keeps its loads in flight while it converts (the conversion costs
-  // about as many cycles as the memory traffic of a tile). Two-byte inputs only: for f32 the
-  // second register set would halve the resident CTAs.
-  constexpr bool kPrefetch = sizeof(S) == 2;
+  // Every load first, all in flight, then the amax, then the codes.
   uint4 raw[kChunks];
-  uint4 next[kPrefetch ? kChunks : 1];
-  load_tile(blockIdx.y, raw);
-  for (int64_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
-    const int64_t row0 = tile * kBlock;
-    if constexpr (kPrefetch) load_tile(tile + gridDim.y, next);
-
-    // amax bits per chunk (|x| bits compare as unsigned: NaN above Inf above every finite).
-    uint32_t amax[kChunks];
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      amax[j] = ChunkAbsMaxBits<kType>(raw[j]);
-    }
-
-    BlockScale scale[kTile128 ? 1 : kChunks];
-    if constexpr (kTile128) {
-      __shared__ uint32_t warp_max[kThreads / 32];
-      uint32_t a = 0;
+  for (int u = 0; u < kChunks; ++u) {
+    const Loc l = locate(u);
+    raw[u] = make_uint4(0, 0, 0, 0);
+    if (l.valid) {
+      const S* src = input + l.in;
+      if (vec_in) {
+        raw[u] = *reinterpret_cast<const uint4*>(src);
+      } else {
+        uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) a = max(a, amax[j]);
-      a = GroupMax<32>(a);
-      if (tid % 32 == 0) warp_max[tid / 32] = a;
-      __syncthreads();
-      a = 0;
-#pragma unroll
-      for (int w = 0; w < kThreads / 32; ++w) a = max(a, warp_max[w]);
-      __syncthreads();  // warp_max is reused by the next tile
-      scale[0] = ComputeScale(a, F::kMax, p.eps, p.pow2_scales);
-      if (tid == 0) p.scales[tile * p.scales_stride + blockIdx.x] = scale[0].stored;
-    } else {
-      // NOTE: two IEEE divisions per block cost more than the block's conversion; so lane l of
-      // the kLanes lanes sharing a block row computes the scales of chunk l only and hands the
-      // quant scale to the other lanes by shuffle.
-      static_assert(kLanes >= kChunks, "one lane per chunk computes its scales");
-      uint32_t mine = 0;
-#pragma unroll
-      for (int j = 0; j < kChunks; ++j) {
-        amax[j] = GroupMax<kLanes>(amax[j]);
-        if (lane_col == j) mine = amax[j];
-      }
-      const BlockScale own = ComputeScale(mine, F::kMax, p.eps, p.pow2_scales);
-      {
-        const int64_t r = row0 + row_of(lane_col);
-        if (lane_col < kChunks && r < p.m) {
-          const int64_t s = p.k_block_major_scales ? blockIdx.x * p.scales_stride + r
-                                                   : r * p.scales_stride + blockIdx.x;
-          p.scales[s] = own.stored;
+        for (int i = 0; i < kVec; ++i) {
+          w[i * sizeof(S) / 4] |= static_cast<uint32_t>(src[i]) << (8 * ((i * sizeof(S)) % 4));
         }
-      }
-      const int lane_base = (tid % 32) / kLanes * kLanes;
-#pragma unroll
-      for (int j = 0; j < kChunks; ++j) {
-        scale[j].quant = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + j);
-        scale[j].finite =
-            amax[j] < kInfBits && (fp8::FloatBits(scale[j].quant) & kInfBits) != kInfBits;
+        raw[u] = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
+  }
+
+  // amax bits per chunk (|x| bits compare as unsigned: NaN above Inf above every finite).
+  uint32_t amax[kChunks];
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const int64_t r = row0 + row_of(j);
-      const BlockScale& sc = scale[kTile128 ? 0 : j];
-      uint32_t words[kVec / 4];
-      float y[kVec];
+  for (int u = 0; u < kChunks; ++u) amax[u] = ChunkAbsMaxBits<kType>(raw[u]);
+
+  float quant[kTile128 ? 1 : kChunks];
+  bool finite[kTile128 ? 1 : kChunks];
+  if constexpr (kTile128) {
+    __shared__ uint32_t warp_max[G::kThreads / 32];
+    uint32_t a = 0;
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw[j], i), sc.quant);
-#if defined(KD_HAVE_HW_FP8_CVT)
-      if (sc.finite) {
+    for (int u = 0; u < kChunks; ++u) a = max(a, amax[u]);
+    a = GroupMax<32>(a);
+    if (tid % 32 == 0) warp_max[tid / 32] = a;
+    __syncthreads();
+    a = 0;
 #pragma unroll
-        for (int w = 0; w < kVec / 4; ++w) {
-          words[w] = fp8::EncodeFinite4<F>(y[4 * w], y[4 * w + 1], y[4 * w + 2], y[4 * w + 3]);
-        }
-      } else
-#endif
-      {
+    for (int w = 0; w < G::kThreads / 32; ++w) a = max(a, warp_max[w]);
+    const BlockScale sc = ComputeScale(a, F::kMax, p.eps, p.pow2_scales);
+    quant[0] = sc.quant;
+    finite[0] = sc.finite;
+    if (tid == 0) {
+      const uint32_t tile_row = Div(item, kb);
+      p.scales[static_cast<int64_t>(tile_row) * p.scales_stride + (item - tile_row * kb.d)] =
+          sc.stored;
+    }
+  } else {
+    // NOTE: two IEEE divisions per block cost more than the block's conversion; so lane l of
+    // the kLanes lanes sharing a block computes the scales of chunk l only and hands the quant
+    // scale to the other lanes by shuffle.
+    uint32_t mine = 0;
 #pragma unroll
-        for (int w = 0; w < kVec / 4; ++w) {
-          words[w] = 0;
+    for (int u = 0; u < kChunks; ++u) {
+      amax[u] = GroupMax<kLanes>(amax[u]);
+      if (lane_col == u) mine = amax[u];
+    }
+    const BlockScale own = ComputeScale(mine, F::kMax, p.eps, p.pow2_scales);
+    const uint32_t block =
+        item * G::kItemBlocks + static_cast<uint32_t>(lane_col * G::kRowsPerPass + item_row);
+    if (lane_col < kChunks && block < units) {
+      const uint32_t row = Div(block, kb);
+      const uint32_t col = block - row * kb.d;
+      const int64_t s = p.k_block_major_scales
+                            ? static_cast<int64_t>(col) * p.scales_stride + row
+                            : static_cast<int64_t>(row) * p.scales_stride + col;
+      p.scales[s] = own.stored;
+    }
+    const int lane_base = (tid % 32) / kLanes * kLanes;
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            words[w] |= static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y[4 * w + i])) << (8 * i);
-          }
-        }
-      }
-      if (r < p.m) {
-        uint8_t* dst = p.output + r * p.output_stride + col0 + lane_col * kVec;
-        if (vec_out) {
-          if constexpr (kVec == 8) {
-            *reinterpret_cast<uint2*>(dst) = make_uint2(words[0], words[1]);
-          } else {
-            *reinterpret_cast<uint32_t*>(dst) = words[0];
-          }
+    for (int u = 0; u < kChunks; ++u) {
+      quant[u] = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + u);
+      finite[u] = amax[u] < kInfBits && (fp8::FloatBits(quant[u]) & kInfBits) != kInfBits;
+    }
+  }
+
+#pragma unroll
+  for (int u = 0; u < kChunks; ++u) {
+    const Loc l = locate(u);
+    uint32_t words[kVec / 4];
+    EncodeChunk<kType, F>(raw[u], quant[kTile128 ? 0 : u], finite[kTile128 ? 0 : u], words);
+    if (l.valid) {
+      uint8_t* dst = p.output + l.out;
+      if (vec_out) {
+        if constexpr (kVec == 8) {
+          *reinterpret_cast<uint2*>(dst) = make_uint2(words[0], words[1]);
         } else {
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) dst[i] = static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)));
+          *reinterpret_cast<uint32_t*>(dst) = words[0];
         }
-      }
-    }
-    if constexpr (kPrefetch) {
+      } else {
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) raw[j] = next[j];
-    } else {
-      load_tile(tile + gridDim.y, raw);
+        for (int i = 0; i < kVec; ++i) dst[i] = static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)));
+      }
     }
   }
 }
 
 template <InputType kType, typename F, bool kTile128>
 cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) {
+  using G = Geometry<kType, kTile128>;
   using S = typename Input<kType>::Storage;
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
   // One chunk's codes are stored at a time.
-  const int out_align = static_cast<int>(16 / sizeof(S));
-  const bool vec_out = addr(p.output) % out_align == 0 && p.output_stride % out_align == 0;
-  const int64_t row_tiles = (p.m + kBlock - 1) / kBlock;
-  const int64_t col_tiles = p.k / kBlock;
-  if (col_tiles > 0x7FFFFFFF || row_tiles < 1) return cudaErrorInvalidConfiguration;
-  // As many CTAs as fit on the device at once, each walking row tiles (see the kernel's NOTE).
-  const auto kernel = QuantizeBlockwiseKernel<kType, F, kTile128>;
-  static int resident_per_sm = 0;  // per instantiation; the same on every device of a node
-  int device = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err == cudaSuccess && resident_per_sm == 0) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident_per_sm, kernel, kThreads, 0);
+  const bool vec_out = addr(p.output) % G::kVec == 0 && p.output_stride % G::kVec == 0;
+  const int64_t kb = p.k / kBlock;
+  const int64_t units = kTile128 ? (p.m + kBlock - 1) / kBlock * kb : p.m * kb;
+  // Block and tile indices are 32-bit: 2^31 blocks are 2^38 elements, more than a device holds.
+  if (kb < 1 || units < 1 || units > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+  const int64_t items = (units + G::kItemBlocks - 1) / G::kItemBlocks;
+  const FastDivU32 div = MakeFastDiv(static_cast<uint32_t>(kb));
+  const auto n = static_cast<uint32_t>(units);
+  const dim3 grid(static_cast<unsigned>(items));
+  if constexpr (!kTile128) {
+    if (p.input_stride == p.k && p.output_stride == p.k) {
+      QuantizeBlockwiseKernel<kType, F, false, true>
+          <<<grid, G::kThreads, 0, stream>>>(p, div, n, vec_in, vec_out);
+      return cudaGetLastError();
+    }
   }
-  if (err != cudaSuccess) return err;
-  const int64_t resident = static_cast<int64_t>(sms) * (resident_per_sm > 0 ? resident_per_sm : 1);
-  // NOTE: never more CTAs than fit at once: a CTA of a second wave would start its walk only
-  // when a first-wave CTA finished it, doubling the time of the row tiles it owns.
-  int64_t rows_of_ctas = resident / col_tiles;
-  if (rows_of_ctas < 1) rows_of_ctas = 1;
-  if (rows_of_ctas > row_tiles) rows_of_ctas = row_tiles;
-  if (rows_of_ctas > 65535) rows_of_ctas = 65535;
-  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(rows_of_ctas));
-  kernel<<<grid, kThreads, 0, stream>>>(p, vec_in, vec_out);
+  QuantizeBlockwiseKernel<kType, F, kTile128, false>
+      <<<grid, G::kThreads, 0, stream>>>(p, div, n, vec_in, vec_out);
   return cudaGetLastError();
 }
 

@@ -60,6 +60,9 @@ DeviceCopy ToDevice(Backend& gpu, const HostTensor& host) {
   d.region = gpu.Allocate(0, std::max<size_t>(d.bytes, 1)).value();
   EXPECT_EQ(cudaMemcpy(d.region->data(), host.t.data, d.bytes, cudaMemcpyHostToDevice),
             cudaSuccess);
+  // A copy from pageable memory may return before its DMA lands, and the backend's streams do
+  // not wait for the legacy stream: finish the upload before an op reads it.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   d.t = host.t;
   d.t.data = d.region->data();
   d.t.loc = {BackendKind::kCuda, 0};

@@ -1,5 +1,5 @@
 // The blockwise FP8 quantizer, one kernel template for 1x128 and 128x128 blocks of Y = X (the
-// fast path; every other granularity and Y = Xᵀ go through quantize_generic.cu).
+// fast path; every other granularity and Y = Xᵀ go through the other quantizers).
 // Included by one .cu file per FP8 format so that the formats compile in parallel. The recipe is
 // exactly that of kernels/cpu/quantize.cc (bit-exact):
 //   amax   = max |x| over the block, NaN if any element is NaN
@@ -181,10 +181,10 @@ __device__ __forceinline__ void EncodeChunk(
 // u * kRowsPerPass + t / kLanes (an item row is a block for 1x128, a tile row for 128x128).
 // NOTE: measured on H100 (bench/RESULTS.md, "CUDA quantize and pad"): one small item per CTA
 // and a grid of every item in row-major order beat a persistent grid of resident CTAs walking
-// items with the next item's loads in flight, by 0.05-0.15 of the copy bandwidth, at every
-// shape; so did 1x128 items of consecutive blocks over 128x128-shaped groups of blocks. Among
-// non-persistent shapes the spread was within run-to-run noise (0.01); these keep registers
-// low enough for 1536 (1x128) and 1024 (128x128) resident threads per SM without spills.
+// items with the next item's loads in flight (ranges or round-robin, one or two register sets)
+// by 0.04-0.11 of the copy bandwidth at every shape. Other CTA sizes and chunk counts came within
+// 0.03 where registers allowed 1024+ resident threads per SM; these keep 1536 (1x128) and 1024
+// (128x128) resident without spills.
 template <InputType kType, bool kTile128>
 struct Geometry {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(typename Input<kType>::Storage));

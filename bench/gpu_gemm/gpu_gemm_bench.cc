@@ -10,7 +10,9 @@
 // right), which also lets the two outputs be compared: "max_rel_diff" is the largest
 // |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
 //
-//   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N]
+//   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
+//
+// --only runs the cases whose name contains any of the comma-separated substrings.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -173,7 +175,16 @@ struct Options {
   int samples = 15;
   bool has_config = false;
   GemmConfig config;
+  std::vector<std::string> only;  // empty: every case
 };
+
+bool Selected(const Options& opt, const char* name) {
+  if (opt.only.empty()) return true;
+  for (const std::string& s : opt.only) {
+    if (std::strstr(name, s.c_str()) != nullptr) return true;
+  }
+  return false;
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -352,6 +363,13 @@ int main(int argc, char** argv) {
       opt.quick = true;
     } else if (arg.rfind("--samples=", 0) == 0) {
       opt.samples = std::max(1, std::atoi(arg.c_str() + 10));
+    } else if (arg.rfind("--only=", 0) == 0) {
+      size_t start = 7;
+      while (start <= arg.size()) {
+        const size_t comma = std::min(arg.find(',', start), arg.size());
+        if (comma > start) opt.only.push_back(arg.substr(start, comma - start));
+        start = comma + 1;
+      }
     } else if (arg.rfind("--config=", 0) == 0) {
       auto parsed = ParseGemmConfig(arg.substr(9));
       if (!parsed.ok()) {
@@ -361,7 +379,8 @@ int main(int argc, char** argv) {
       opt.config = *parsed;
       opt.has_config = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -390,6 +409,7 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, prop.l2CacheSize);
   bool first = true;
   for (const Case& c : cases) {
+    if (!Selected(opt, c.name)) continue;
     const std::string line = RunCase(c, opt, lt, workspace.ptr, workspace_bytes, prop, rng);
     std::printf("%s%s\n", first ? "" : ",", line.c_str());
     std::fflush(stdout);

@@ -273,8 +273,9 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
     p.group_ends_i64 = args.group_ends.dtype == DType::kI64;
     p.num_groups = static_cast<int>(args.group_ends.shape[0]);
   }
-  p.d_pairs_aligned = reinterpret_cast<uintptr_t>(p.d) % (2 * esize) == 0 && p.d_row % 2 == 0 &&
-                      p.d_group % 2 == 0;
+  const int vec = 16 / esize;  // elements per 16-byte store
+  p.d_vec_aligned = reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && p.d_row % vec == 0 &&
+                    p.d_group % vec == 0;
 
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", config.block_m));
   // Clusters pair M-adjacent tiles of one dense problem; the grouped modes run unpaired.

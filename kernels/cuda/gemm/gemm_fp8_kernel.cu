@@ -36,8 +36,9 @@ template <int kBlockM>
 struct Roles {
   static constexpr int kConsumers = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // NOTE: at 40 producer registers ptxas spilled in the producer loops; 56 leaves the two
-  // consumer warpgroups 224, enough for the 64 + 64 accumulator registers without spills.
+  // NOTE: each consumer thread holds the 64-register accumulator and two 64-register partials
+  // (192); 224 leave enough for addressing and the epilogue without spills. At 40 or 48
+  // producer registers ptxas spilled in the producer loops.
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // one per consumer warp
@@ -54,24 +55,27 @@ __device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count));
 }
 
-__device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = SmemAddr(bar);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
+// Spins until the barrier's phase with this parity has completed. The loop stays inside one
+// asm block: as a C++ loop on a per-thread flag, ptxas took the wait for a divergent path and
+// serialized wgmmas still in flight across it (C7518).
+__device__ __forceinline__ void BarrierWait(uint32_t addr, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
 }
 
-__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
+__device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
+  BarrierWait(SmemAddr(bar), parity);
+}
+
+__device__ __forceinline__ void BarrierArrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(addr) : "memory");
 }
 
 __device__ __forceinline__ void BarrierArriveExpectTx(uint64_t* bar, uint32_t bytes) {
@@ -109,14 +113,14 @@ __device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const CUtensorMap*
       : "memory");
 }
 
-// Arrives on the barrier at `bar`'s offset in CTA `cta` of this cluster.
-__device__ __forceinline__ void BarrierArriveCluster(uint64_t* bar, uint32_t cta) {
+// Arrives on the barrier at shared address `addr`'s offset in CTA `cta` of this cluster.
+__device__ __forceinline__ void BarrierArriveCluster(uint32_t addr, uint32_t cta) {
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
       "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(SmemAddr(bar)),
+      "}\n" ::"r"(addr),
       "r"(cta)
       : "memory");
 }
@@ -272,29 +276,158 @@ __device__ void BuildGroupTable(const KernelParams& p, GroupTable& table) {
 }
 
 // ---- Epilogue -------------------------------------------------------------------------------
+//
+// Each consumer warpgroup writes its 64 x kBlockN fp32 accumulator through an 8 KB shared-memory
+// buffer of its own, one 128-byte-wide column slice at a time (64 bf16 or 32 f32 columns), then
+// reads it back row-wise so that each warp stores whole 128-byte row segments with 16-byte
+// accesses. The 16-byte chunks of a buffer row are XOR-swizzled by the row so that both the
+// fragment writes and the row reads are free of bank conflicts.
 
-__device__ __forceinline__ void StorePair(const KernelParams& p, char* base, int64_t offset,
-                                          float v0, float v1, bool two) {
+constexpr int kEpiRowBytes = 128;
+constexpr int kEpiBytes = 64 * kEpiRowBytes;  // per consumer warpgroup
+
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Chunk swizzle: bf16 fragments put 8 rows of one chunk in a warp access (4-byte stores), f32
+// fragments 4 rows of two chunks in each half-warp access (8-byte stores).
+__device__ __forceinline__ int EpiSwizzle(int row, bool f32) {
+  return f32 ? 2 * (row % 4) : row % 8;
+}
+
+__device__ __forceinline__ void StoreVec16(const KernelParams& p, char* d_base, int row, int col,
+                                           const uint4& v) {
   if (p.d_f32) {
-    float* d = reinterpret_cast<float*>(base) + offset;
-    if (p.accumulate) {
-      v0 += d[0];
-      if (two) v1 += d[1];
-    }
-    if (two && p.d_pairs_aligned) {
-      *reinterpret_cast<float2*>(d) = make_float2(v0, v1);
+    float* d = reinterpret_cast<float*>(d_base) + static_cast<int64_t>(row) * p.d_row + col;
+    float x[4] = {__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z),
+                  __uint_as_float(v.w)};
+    if (p.d_vec_aligned && col + 4 <= p.n) {
+      if (p.accumulate) {
+        const float4 old = *reinterpret_cast<const float4*>(d);
+        x[0] += old.x;
+        x[1] += old.y;
+        x[2] += old.z;
+        x[3] += old.w;
+      }
+      *reinterpret_cast<float4*>(d) = make_float4(x[0], x[1], x[2], x[3]);
     } else {
-      d[0] = v0;
-      if (two) d[1] = v1;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (col + e < p.n) d[e] = p.accumulate ? d[e] + x[e] : x[e];
+      }
     }
   } else {
-    __nv_bfloat16* d = reinterpret_cast<__nv_bfloat16*>(base) + offset;
-    if (two && p.d_pairs_aligned) {
-      *reinterpret_cast<__nv_bfloat162*>(d) = __floats2bfloat162_rn(v0, v1);
+    uint16_t* d = reinterpret_cast<uint16_t*>(d_base) + static_cast<int64_t>(row) * p.d_row + col;
+    if (p.d_vec_aligned && col + 8 <= p.n) {
+      *reinterpret_cast<uint4*>(d) = v;
     } else {
-      d[0] = __float2bfloat16_rn(v0);
-      if (two) d[1] = __float2bfloat16_rn(v1);
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (col + e < p.n) d[e] = static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
+      }
     }
+  }
+}
+
+// Stores this warpgroup's 64 rows of the tile (`acc` in the m64nN fragment layout) to D, rows
+// at or past tile.row_end and columns at or past p.n left alone. `buf` is the warpgroup's
+// kEpiBytes buffer; `tid` its thread index 0..127; `bar_id` its named barrier.
+template <int kBlockN>
+__device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& tile, int consumer,
+                                          float (&acc)[kBlockN / 2], uint32_t buf_addr,
+                                          int tid, int bar_id) {
+  char* d_base = static_cast<char*>(p.d);
+  if (p.mode == KernelMode::kKGrouped) d_base += tile.group * p.d_group * (p.d_f32 ? 4 : 2);
+  const int warp = tid / 32, lane = tid % 32;
+  const int frag_row = warp * 16 + lane / 4;  // and frag_row + 8
+  const int row0 = tile.m0 + consumer * 64;
+  // Reads: 4 rows of 8 chunks per warp instruction, 4 instructions per pass.
+  const int read_chunk = tid % 8;
+  const int read_row = tid / 8;  // + 16 * i
+  if (p.d_f32) {
+#pragma unroll
+    for (int q = 0; q < kBlockN / 32; ++q) {
+      NamedBarrierSync(bar_id, 128);
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int j = 4 * q + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = frag_row + 8 * h;
+          const int chunk = (2 * jj + (lane % 4) / 2) ^ EpiSwizzle(r, true);
+          const uint32_t addr = buf_addr + r * kEpiRowBytes + chunk * 16 + 8 * (lane % 2);
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(acc[4 * j + 2 * h]),
+                       "f"(acc[4 * j + 2 * h + 1])
+                       : "memory");
+        }
+      }
+      NamedBarrierSync(bar_id, 128);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = read_row + 16 * i;
+        const int row = row0 + r;
+        uint4 v;
+        const uint32_t addr =
+            buf_addr + r * kEpiRowBytes + (read_chunk ^ EpiSwizzle(r, true)) * 16;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(addr)
+                     : "memory");
+        const int col = tile.n0 + 32 * q + 4 * read_chunk;
+        if (row < tile.row_end && col < p.n) StoreVec16(p, d_base, row, col, v);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < kBlockN / 64; ++q) {
+      NamedBarrierSync(bar_id, 128);
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * q + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = frag_row + 8 * h;
+          const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
+          const uint32_t addr =
+              buf_addr + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
+        }
+      }
+      NamedBarrierSync(bar_id, 128);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = read_row + 16 * i;
+        const int row = row0 + r;
+        uint4 v;
+        const uint32_t addr =
+            buf_addr + r * kEpiRowBytes + (read_chunk ^ EpiSwizzle(r, false)) * 16;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(addr)
+                     : "memory");
+        const int col = tile.n0 + 64 * q + 8 * read_chunk;
+        if (row < tile.row_end && col < p.n) StoreVec16(p, d_base, row, col, v);
+      }
+    }
+  }
+}
+
+// Writes zeros over this warpgroup's 64 rows of the tile (a tile with no K block).
+template <int kBlockN>
+__device__ __forceinline__ void StoreZeroTile(const KernelParams& p, const Tile& tile,
+                                              int consumer, int tid) {
+  char* d_base = static_cast<char*>(p.d);
+  if (p.mode == KernelMode::kKGrouped) d_base += tile.group * p.d_group * (p.d_f32 ? 4 : 2);
+  const int per_chunk = p.d_f32 ? 4 : 8;  // columns per 16 bytes
+  const int chunks = kBlockN / per_chunk;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int i = tid; i < 64 * chunks; i += 128) {
+    const int row = tile.m0 + consumer * 64 + i / chunks;
+    const int col = tile.n0 + (i % chunks) * per_chunk;
+    if (row < tile.row_end && col < p.n) StoreVec16(p, d_base, row, col, zero);
   }
 }
 
@@ -313,49 +446,71 @@ __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
-// Issues one K block (four k32 steps) for this warpgroup's 64 rows and all kBlockN columns into
-// `part` (overwritten), as one commit group.
-template <int kBlockM, int kBlockN>
-__device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], const uint8_t* tiles_a,
-                                           const uint8_t* tiles_b, int stage, int consumer) {
-  const uint32_t a_addr = SmemAddr(tiles_a + stage * kBlockM * kBlockK) + consumer * 64 * kBlockK;
-  const uint32_t b_addr = SmemAddr(tiles_b + stage * kBlockN * kBlockK);
-#pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
+// Issues one K block (four k32 steps) for this warpgroup's 64 rows (A at shared address
+// `a_addr`) and all kBlockN columns (B at `b_addr`) into `part` (overwritten), as one commit
+// group.
+template <int kBlockN>
+__device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], uint32_t a_addr,
+                                           uint32_t b_addr) {
   WgmmaFence();
+  // Each k32 step is 32 bytes further along the swizzled rows: 2 in the descriptor's address
+  // field (bytes / 16), which cannot carry out of it (shared addresses stay below 2^18).
+  const uint64_t desc_a = SmemDesc(a_addr), desc_b = SmemDesc(b_addr);
+  // NOTE: the first step only writes `part`, so no earlier value of it is live across the
+  // loops; with a read-modify-write first step ptxas saw partials flow around the loop and
+  // serialized the wgmmas (C7517/C7518).
+  if constexpr (kBlockN == 128) {
+    WgmmaM64N128K32First(part, desc_a, desc_b);
+  } else {
+    WgmmaM64N64K32First(part, desc_a, desc_b);
+  }
 #pragma unroll
-  for (int k = 0; k < kBlockK / 32; ++k) {
+  for (int k = 1; k < kBlockK / 32; ++k) {
     if constexpr (kBlockN == 128) {
-      WgmmaM64N128K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
+      WgmmaM64N128K32(part, desc_a + 2 * k, desc_b + 2 * k, true);
     } else {
-      WgmmaM64N64K32(part, SmemDesc(a_addr + 32 * k), SmemDesc(b_addr + 32 * k), k > 0);
+      WgmmaM64N64K32(part, desc_a + 2 * k, desc_b + 2 * k, true);
     }
   }
   WgmmaCommit();
 }
 
+__device__ __forceinline__ float LoadSharedF32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ float2 LoadSharedF32x2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+
 // acc += part * a_scale(row) * b_scale (per column for 1x128 B scales), once the wgmmas that
 // wrote `part` completed.
-template <int kBlockN>
+// `sa` and `sb` are the shared addresses of the stage's A scales (this thread's first row) and
+// B scales (this thread's first column for 1x128 B scales).
+template <int kBlockN, bool kPerRowB>
 __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
-                                        const float* sa, const float* sb, int b_scale_per_row,
-                                        int row_in_tile, int col_in_frag) {
+                                        uint32_t sa, uint32_t sb) {
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
-  const float scale_a0 = sa[row_in_tile];
-  const float scale_a1 = sa[row_in_tile + 8];
-  if (b_scale_per_row) {
+  const float scale_a0 = LoadSharedF32(sa);
+  const float scale_a1 = LoadSharedF32(sa + 8 * 4);
+  if constexpr (kPerRowB) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      const float2 b = *reinterpret_cast<const float2*>(sb + 8 * j + col_in_frag);
+      const float2 b = LoadSharedF32x2(sb + 8 * j * 4);
       acc[4 * j + 0] += part[4 * j + 0] * (scale_a0 * b.x);
       acc[4 * j + 1] += part[4 * j + 1] * (scale_a0 * b.y);
       acc[4 * j + 2] += part[4 * j + 2] * (scale_a1 * b.x);
       acc[4 * j + 3] += part[4 * j + 3] * (scale_a1 * b.y);
     }
   } else {
-    const float scale0 = scale_a0 * sb[0];
-    const float scale1 = scale_a1 * sb[0];
+    const float scale_b = LoadSharedF32(sb);
+    const float scale0 = scale_a0 * scale_b;
+    const float scale1 = scale_a1 * scale_b;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       acc[4 * j + 0] += part[4 * j + 0] * scale0;
@@ -366,15 +521,14 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
   }
 }
 
-// ---- The kernel -----------------------------------------------------------------------------
-
 template <int kBlockM, int kBlockN, int kStages>
 struct SmemLayout {
   static constexpr int kTileABytes = kBlockM * kBlockK;  // e4m3: one byte per element
   static constexpr int kTileBBytes = kBlockN * kBlockK;
   static constexpr int kA = 0;
   static constexpr int kB = kA + kStages * kTileABytes;
-  static constexpr int kScaleA = kB + kStages * kTileBBytes;
+  static constexpr int kEpi = kB + kStages * kTileBBytes;  // one kEpiBytes buffer per consumer
+  static constexpr int kScaleA = kEpi + (kBlockM / 64) * kEpiBytes;
   static constexpr int kScaleB = kScaleA + kStages * kBlockM * 4;
   static constexpr int kFull = kScaleB + kStages * kBlockN * 4;
   static constexpr int kEmpty = kFull + kStages * 8;
@@ -382,6 +536,146 @@ struct SmemLayout {
   // + 1024 so that the base can be rounded up to the 1024-byte alignment of 128-byte swizzle.
   static constexpr int kBytes = kGroups + static_cast<int>(sizeof(GroupTable)) + 1024;
 };
+
+// Frees stage `s` for the producer(s) once this warp is done with it (its wgmmas completed and
+// its lanes read the scales): one arrival per consumer warp, in every CTA of the cluster.
+template <int kCluster>
+__device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, int lane, uint32_t rank) {
+  __syncwarp();
+  if (lane == 0) {
+    BarrierArrive(empty_bar);
+    if constexpr (kCluster > 1) {
+      // Both CTAs' producers write this stage (their B halves): free it in each.
+#pragma unroll
+      for (int c = 1; c < kCluster; ++c) BarrierArriveCluster(empty_bar, (rank + c) % kCluster);
+    }
+  }
+}
+
+// The value of lane 0 of the warp. The consumer's control flow depends only on such values, so
+// that ptxas sees it as warp-uniform: wgmmas in flight across a branch it takes for divergent are
+// serialized (C7518).
+__device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
+// The consumer warpgroups' loop. The warpgroup walks the K blocks of all its tiles as one
+// sequence. Two partial sums alternate: block g+1's wgmmas are issued into one before the
+// warpgroup waits (wait_group 1) for block g's in the other and promotes it, so the tensor core
+// has queued work while the warpgroup scales and adds; the next tile's first block is issued
+// before the epilogue of the tile it follows. A stage is freed only once the wgmmas that read it
+// have completed and its scales were read. Each issue is followed on every path by a wait that
+// retires the older group before either partial is read or issued into again, which is what
+// lets ptxas keep the wgmmas asynchronous.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB>
+__device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
+                                             const Scheduler<kBlockM, kBlockN, kCluster>& sched,
+                                             int first_work, int work_stride, uint8_t* smem,
+                                             uint32_t rank) {
+  using L = SmemLayout<kBlockM, kBlockN, kStages>;
+  constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
+  const int consumer = threadIdx.x / 128 - 1;
+  const int tid = threadIdx.x % 128;
+  const int lane = tid % 32;
+  // Shared addresses: everything below is the base plus constants and the stage.
+  const uint32_t base = SmemAddr(smem);
+  const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
+  const uint32_t sa_base = base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4);
+  const uint32_t sb_base = base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0);
+  const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
+  const int total = Uniform(sched.total);
+  auto blocks_of = [&](int t) {
+    const Tile tile = sched.Get(t);
+    return Uniform(tile.kb_end - tile.kb_begin);
+  };
+
+  // Issue side: the ring position of the next block to issue, and the tile it comes from.
+  int stage = 0;
+  uint32_t phase = 0;
+  int issue_tile = first_work - work_stride;
+  int issue_left = 0;  // blocks of issue_tile not yet issued
+  // Moves to the next block to issue; false when none is left. Tiles with no K block (an empty
+  // group of K-grouped) are written here: zeros, or left as they are when accumulating.
+  auto next_issue = [&]() {
+    while (issue_left == 0) {
+      issue_tile += work_stride;
+      if (issue_tile >= total) return false;
+      issue_left = blocks_of(issue_tile);
+      if (issue_left == 0 && !p.accumulate) {
+        StoreZeroTile<kBlockN>(p, sched.Get(issue_tile), consumer, tid);
+      }
+    }
+    --issue_left;
+    return true;
+  };
+  auto issue = [&](float(&part)[kAcc]) {
+    BarrierWait(base + L::kFull + 8 * stage, phase);
+    IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
+                        base + L::kB + stage * L::kTileBBytes);
+    Advance<kStages>(stage, phase);
+  };
+
+  // Finish side: blocks complete in issue order, so their stages follow the ring.
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  int done_stage = 0;
+  int done_tile = first_work - work_stride;
+  int done_left = 0;  // blocks of done_tile not yet promoted
+  auto next_done_tile = [&]() {
+    do {
+      done_tile += work_stride;
+      done_left = done_tile < total ? blocks_of(done_tile) : 0;
+    } while (done_tile < total && done_left == 0);
+  };
+  next_done_tile();
+  auto finish = [&](float(&part)[kAcc]) {
+    Promote<kBlockN, kPerRowB>(acc, part, sa_base + done_stage * kBlockM * 4,
+                               sb_base + done_stage * kBlockN * 4);
+    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
+    if (++done_stage == kStages) done_stage = 0;
+    if (--done_left == 0) {
+      StoreTile<kBlockN>(p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+      next_done_tile();
+    }
+  };
+
+  float part0[kAcc];
+  float part1[kAcc];
+  if (!next_issue()) return;
+  issue(part0);
+  while (true) {
+    // part0 holds the oldest block in flight.
+    const bool more = next_issue();
+    if (more) {
+      issue(part1);
+      WgmmaWait<1>();
+    } else {
+      WgmmaWait<0>();
+    }
+    finish(part0);
+    if (!more) {
+      WgmmaWait<0>();  // retires nothing; tells ptxas that no wgmma is in flight past here
+      break;
+    }
+    // part1 holds the oldest block in flight.
+    const bool more2 = next_issue();
+    if (more2) {
+      issue(part0);
+      WgmmaWait<1>();
+    } else {
+      WgmmaWait<0>();
+    }
+    finish(part1);
+    if (!more2) {
+      WgmmaWait<0>();
+      break;
+    }
+  }
+}
+
+// ---- The kernel -----------------------------------------------------------------------------
+
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
@@ -391,7 +685,6 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   using L = SmemLayout<kBlockM, kBlockN, kStages>;
   using R = Roles<kBlockM>;
   constexpr int kTileABytes = L::kTileABytes;
-  constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -495,54 +788,14 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
-    const int consumer = warpgroup - 1;
-    const int row_in_tile = consumer * 64 + (warp % 4) * 16 + lane / 4;
-    const int col_in_frag = 2 * (lane % 4);
-    int stage = 0;
-    uint32_t phase = 0;
-    for (int t = first_work; t < sched.total; t += work_stride) {
-      const Tile tile = sched.Get(t);
-      float acc[kAcc];
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-      float part[kAcc];
-      for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
-        BarrierWait(&full[stage], phase);
-        IssueBlock<kBlockM, kBlockN>(part, tiles_a, tiles_b, stage, consumer);
-        WgmmaWait<0>();
-        Promote<kBlockN>(acc, part, scales_a + stage * kBlockM, scales_b + stage * kBlockN,
-                         p.b_scale_per_row, row_in_tile, col_in_frag);
-        __syncwarp();
-        if (lane == 0) {
-          if constexpr (kCluster > 1) {
-            // Both CTAs' producers write this stage (their B halves): free it in each.
-            BarrierArrive(&empty[stage]);
-#pragma unroll
-            for (int c = 1; c < kCluster; ++c) {
-              BarrierArriveCluster(&empty[stage], (rank + c) % kCluster);
-            }
-          } else {
-            BarrierArrive(&empty[stage]);
-          }
-        }
-        Advance<kStages>(stage, phase);
-      }
-
-      // K-grouped writes one output matrix per group; the other modes index rows globally.
-      char* d_base = static_cast<char*>(p.d);
-      if (p.mode == KernelMode::kKGrouped) d_base += tile.group * p.d_group * (p.d_f32 ? 4 : 2);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = tile.m0 + row_in_tile + 8 * h;
-        if (row >= tile.row_end) continue;
-#pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
-          const int col = tile.n0 + 8 * j + col_in_frag;
-          if (col >= p.n) continue;
-          StorePair(p, d_base, row * p.d_row + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
-                    col + 1 < p.n);
-        }
-      }
+    // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
+    // promotion, ptxas spilled about 1 KB of the accumulators.
+    if (p.b_scale_per_row) {
+      ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
+                                                              smem, rank);
+    } else {
+      ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, false>(p, sched, first_work, work_stride,
+                                                               smem, rank);
     }
   }
   // No CTA may leave while its peer can still arrive on its barriers or write its stages.
@@ -618,7 +871,8 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
 
 int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   const int per_stage = (block_m + block_n) * kBlockK + (block_m + block_n) * 4 + 16;
-  return stages * per_stage + static_cast<int>(sizeof(GroupTable)) + 1024;
+  return stages * per_stage + (block_m / 64) * kEpiBytes + static_cast<int>(sizeof(GroupTable)) +
+         1024;
 }
 
 #define KD_GEMM_INSTANCES(X) \

@@ -49,7 +49,7 @@ struct KernelParams {
   int64_t d_group = 0;
   int d_f32 = 0;
   int accumulate = 0;
-  int d_pairs_aligned = 0;  // two adjacent columns may be stored as one 4/8-byte access
+  int d_vec_aligned = 0;  // every row (and group) of D starts 16-byte aligned: 16-byte stores
   int raster_group = 8;     // M tiles per band in the tile order (L2 reuse)
 };
 

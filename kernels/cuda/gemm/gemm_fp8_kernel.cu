@@ -160,11 +160,16 @@ __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(
 
 // Shared-memory matrix descriptor of a K-major tile written by TMA with 128-byte swizzle:
 // rows of 128 bytes, 8-row groups 1024 bytes apart (the stride byte offset).
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
-  uint64_t desc = (addr & 0x3FFFF) >> 4;
-  desc |= uint64_t{1} << 16;            // leading byte offset: unused for swizzled K-major
-  desc |= uint64_t{1024 >> 4} << 32;    // stride byte offset
-  desc |= uint64_t{1} << 62;            // 128-byte swizzle
+// The low word holds the address / 16 (14 bits: shared addresses stay below 2^18) and the
+// leading byte offset (1: unused for swizzled K-major); the high word the stride byte offset and
+// the swizzle mode, the same for every tile.
+constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);  // stride 1024 bytes, 128-byte swizzle
+
+__device__ __forceinline__ uint32_t SmemDescLo(uint32_t addr) { return (addr >> 4) | (1u << 16); }
+
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t lo) {
+  uint64_t desc;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(lo), "r"(kDescHi));
   return desc;
 }
 
@@ -454,22 +459,22 @@ __device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], uint32_t 
                                            uint32_t b_addr) {
   WgmmaFence();
   // Each k32 step is 32 bytes further along the swizzled rows: 2 in the descriptor's address
-  // field (bytes / 16), which cannot carry out of it (shared addresses stay below 2^18).
-  const uint64_t desc_a = SmemDesc(a_addr), desc_b = SmemDesc(b_addr);
+  // field, which cannot carry out of it.
+  const uint32_t lo_a = SmemDescLo(a_addr), lo_b = SmemDescLo(b_addr);
   // NOTE: the first step only writes `part`, so no earlier value of it is live across the
   // loops; with a read-modify-write first step ptxas saw partials flow around the loop and
   // serialized the wgmmas (C7517/C7518).
   if constexpr (kBlockN == 128) {
-    WgmmaM64N128K32First(part, desc_a, desc_b);
+    WgmmaM64N128K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   } else {
-    WgmmaM64N64K32First(part, desc_a, desc_b);
+    WgmmaM64N64K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   }
 #pragma unroll
   for (int k = 1; k < kBlockK / 32; ++k) {
     if constexpr (kBlockN == 128) {
-      WgmmaM64N128K32(part, desc_a + 2 * k, desc_b + 2 * k, true);
+      WgmmaM64N128K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
     } else {
-      WgmmaM64N64K32(part, desc_a + 2 * k, desc_b + 2 * k, true);
+      WgmmaM64N64K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
     }
   }
   WgmmaCommit();
@@ -487,36 +492,50 @@ __device__ __forceinline__ float2 LoadSharedF32x2(uint32_t addr) {
   return v;
 }
 
-// acc += part * a_scale(row) * b_scale (per column for 1x128 B scales), once the wgmmas that
-// wrote `part` completed.
-// `sa` and `sb` are the shared addresses of the stage's A scales (this thread's first row) and
-// B scales (this thread's first column for 1x128 B scales).
+// The scales of one K block for this thread's two rows, read from the stage before the wait
+// for the block's wgmmas so that the promotion does not wait on shared-memory latency. NT: the
+// products a_scale(row) * b_scale; per-row B scales: the A scales alone (the column scales are
+// read during the promotion: holding them all would spill).
+struct BlockScales {
+  float s0, s1;
+};
+
+template <bool kPerRowB>
+__device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
+  BlockScales sc;
+  sc.s0 = LoadSharedF32(sa);
+  sc.s1 = LoadSharedF32(sa + 8 * 4);
+  if constexpr (!kPerRowB) {
+    const float b = LoadSharedF32(sb);
+    sc.s0 *= b;
+    sc.s1 *= b;
+  }
+  return sc;
+}
+
+// acc += part * scale once the wgmmas that wrote `part` completed; `sb` is the shared address
+// of this thread's first column scale (per-row B scales only).
 template <int kBlockN, bool kPerRowB>
 __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
-                                        uint32_t sa, uint32_t sb) {
+                                        const BlockScales& sc, uint32_t sb) {
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
-  const float scale_a0 = LoadSharedF32(sa);
-  const float scale_a1 = LoadSharedF32(sa + 8 * 4);
   if constexpr (kPerRowB) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       const float2 b = LoadSharedF32x2(sb + 8 * j * 4);
-      acc[4 * j + 0] += part[4 * j + 0] * (scale_a0 * b.x);
-      acc[4 * j + 1] += part[4 * j + 1] * (scale_a0 * b.y);
-      acc[4 * j + 2] += part[4 * j + 2] * (scale_a1 * b.x);
-      acc[4 * j + 3] += part[4 * j + 3] * (scale_a1 * b.y);
+      acc[4 * j + 0] += part[4 * j + 0] * (sc.s0 * b.x);
+      acc[4 * j + 1] += part[4 * j + 1] * (sc.s0 * b.y);
+      acc[4 * j + 2] += part[4 * j + 2] * (sc.s1 * b.x);
+      acc[4 * j + 3] += part[4 * j + 3] * (sc.s1 * b.y);
     }
   } else {
-    const float scale_b = LoadSharedF32(sb);
-    const float scale0 = scale_a0 * scale_b;
-    const float scale1 = scale_a1 * scale_b;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      acc[4 * j + 0] += part[4 * j + 0] * scale0;
-      acc[4 * j + 1] += part[4 * j + 1] * scale0;
-      acc[4 * j + 2] += part[4 * j + 2] * scale1;
-      acc[4 * j + 3] += part[4 * j + 3] * scale1;
+      acc[4 * j + 0] += part[4 * j + 0] * sc.s0;
+      acc[4 * j + 1] += part[4 * j + 1] * sc.s0;
+      acc[4 * j + 2] += part[4 * j + 2] * sc.s1;
+      acc[4 * j + 3] += part[4 * j + 3] * sc.s1;
     }
   }
 }
@@ -562,9 +581,12 @@ __device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, 
 // warpgroup waits (wait_group 1) for block g's in the other and promotes it, so the tensor core
 // has queued work while the warpgroup scales and adds; the next tile's first block is issued
 // before the epilogue of the tile it follows. A stage is freed only once the wgmmas that read it
-// have completed and its scales were read. Each issue is followed on every path by a wait that
-// retires the older group before either partial is read or issued into again, which is what
-// lets ptxas keep the wgmmas asynchronous.
+// have completed and its scales were read.
+// NOTE: each issue is followed on every path by a wait that retires the older group before
+// either partial is read or issued into again, and each partial is issued into at one place
+// inside the loop: otherwise ptxas serializes the wgmmas (C7514/C7517/C7518). A loop per tile
+// with the next tile's first block issued in its tail needed copies of in-flight partials at the
+// back edge (C7514).
 template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
                                              const Scheduler<kBlockM, kBlockN, kCluster>& sched,
@@ -572,7 +594,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
                                              uint32_t rank) {
   using L = SmemLayout<kBlockM, kBlockN, kStages>;
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
-  const int consumer = threadIdx.x / 128 - 1;
+  const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
   const int lane = tid % 32;
   // Shared addresses: everything below is the base plus constants and the stage.
@@ -627,9 +649,13 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     } while (done_tile < total && done_left == 0);
   };
   next_done_tile();
-  auto finish = [&](float(&part)[kAcc]) {
-    Promote<kBlockN, kPerRowB>(acc, part, sa_base + done_stage * kBlockM * 4,
-                               sb_base + done_stage * kBlockN * 4);
+  // The oldest block's scales, read before the wait for its wgmmas.
+  auto scales = [&]() {
+    return LoadScales<kPerRowB>(sa_base + done_stage * kBlockM * 4,
+                                sb_base + done_stage * kBlockN * 4);
+  };
+  auto finish = [&](float(&part)[kAcc], const BlockScales& sc) {
+    Promote<kBlockN, kPerRowB>(acc, part, sc, sb_base + done_stage * kBlockN * 4);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
     if (++done_stage == kStages) done_stage = 0;
     if (--done_left == 0) {
@@ -647,13 +673,16 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   while (true) {
     // part0 holds the oldest block in flight.
     const bool more = next_issue();
+    BlockScales sc;
     if (more) {
       issue(part1);
+      sc = scales();
       WgmmaWait<1>();
     } else {
+      sc = scales();
       WgmmaWait<0>();
     }
-    finish(part0);
+    finish(part0, sc);
     if (!more) {
       WgmmaWait<0>();  // retires nothing; tells ptxas that no wgmma is in flight past here
       break;
@@ -662,11 +691,13 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     const bool more2 = next_issue();
     if (more2) {
       issue(part0);
+      sc = scales();
       WgmmaWait<1>();
     } else {
+      sc = scales();
       WgmmaWait<0>();
     }
-    finish(part1);
+    finish(part1, sc);
     if (!more2) {
       WgmmaWait<0>();
       break;

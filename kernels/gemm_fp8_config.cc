@@ -22,20 +22,30 @@ std::string GemmConfigToString(const GemmConfig& c) {
 }
 
 absl::Status CheckGemmConfig(const GemmConfig& c) {
-  if (c.block_m != 128) return Invalid("config.block_m=", c.block_m, " must be 128");
+  if (c.block_m != 64 && c.block_m != 128) {
+    return Invalid("config.block_m=", c.block_m, " must be 64 or 128");
+  }
   if (c.block_n != 64 && c.block_n != 128) {
     return Invalid("config.block_n=", c.block_n, " must be 64 or 128");
+  }
+  if (c.block_m == 64 && c.block_n != 64) {
+    return Invalid("config.block_n=", c.block_n, " is not built with block_m=64 (only 64)");
   }
   if (c.cluster != 1 && c.cluster != 2) {
     return Invalid("config.cluster=", c.cluster, " must be 1 or 2");
   }
+  if (c.block_m == 64 && c.cluster != 1) {
+    return Invalid("config.cluster=", c.cluster, " is not built with block_m=64 (only 1)");
+  }
   bool stages_ok;
-  if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
+  if (c.block_m == 64) stages_ok = c.stages == 8;
+  else if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
   else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
   if (!stages_ok) {
     return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
                    " tile with cluster ", c.cluster,
-                   " (128x128: 4..6, 5..6 in clusters of 2; 128x64: 6 or 8, 8 in clusters of 2)");
+                   " (128x128: 4..6, 5..6 in clusters of 2; 128x64: 6 or 8, 8 in clusters of 2;"
+                   " 64x64: 8)");
   }
   if (c.raster_group < 1 || c.raster_group > 64) {
     return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");
@@ -79,23 +89,34 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
 
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   std::vector<GemmConfig> out;
-  for (int block_n : {128, 64}) {
-    for (int cluster : {1, 2}) {
-      for (int stages = 1; stages <= 8; ++stages) {
-        GemmConfig c;
-        c.block_n = block_n;
-        c.stages = stages;
-        c.cluster = cluster;
-        c.raster_group = raster_group;
-        if (CheckGemmConfig(c).ok()) out.push_back(c);
+  for (int block_m : {128, 64}) {
+    for (int block_n : {128, 64}) {
+      for (int cluster : {1, 2}) {
+        for (int stages = 1; stages <= 8; ++stages) {
+          GemmConfig c;
+          c.block_m = block_m;
+          c.block_n = block_n;
+          c.stages = stages;
+          c.cluster = cluster;
+          c.raster_group = raster_group;
+          if (CheckGemmConfig(c).ok()) out.push_back(c);
+        }
       }
     }
   }
   return out;
 }
 
-GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count) {
+GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count, int64_t rows) {
   GemmConfig c;
+  // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
+  // tile (one consumer warpgroup) loads half as much A per K block.
+  if (rows <= 64) {
+    c.block_m = 64;
+    c.block_n = 64;
+    c.stages = 8;
+    return c;
+  }
   // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
   // 64-wide tiles double the count at a lower per-tile efficiency.
   if (tiles128 * 4 < static_cast<int64_t>(sm_count) * 3) {

@@ -17,10 +17,10 @@
 namespace kd {
 
 // The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
-// 2) and 128x64 tiles with 6 or 8 stages (8 in clusters of 2); each of the two consumer
-// warpgroups owns 64 rows.
+// 2), 128x64 tiles with 6 or 8 stages (8 in clusters of 2) and 64x64 tiles with 8 stages (no
+// cluster); each consumer warpgroup owns 64 rows.
 struct GemmConfig {
-  int block_m = 128;     // tile rows: 128
+  int block_m = 128;     // tile rows: 64 or 128
   int block_n = 128;     // tile columns: 64 or 128
   int stages = 6;        // shared-memory pipeline depth
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
@@ -49,9 +49,10 @@ absl::Status CheckGemmConfig(const GemmConfig& config);
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 
 // The heuristic default, good without tuning, for a problem of `tiles128` 128x128 output tiles
-// (over all groups) on a device of `sm_count` SMs: 128-column tiles unless they would leave most
-// SMs idle, in which case 64-column tiles double the tile count.
-GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count);
+// (over all groups) with `rows` rows of A (a's shape[0]) on a device of `sm_count` SMs: 64x64
+// tiles for at most 64 rows, else 128-column tiles unless they would leave most SMs idle, in
+// which case 64-column tiles double the tile count.
+GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count, int64_t rows);
 
 }  // namespace kd
 

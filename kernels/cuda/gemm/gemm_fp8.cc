@@ -97,10 +97,13 @@ absl::Status CheckInt32(int64_t v, absl::string_view what) {
 
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device) {
   int64_t rows = args.a.shape[0], cols = args.b.shape[0], groups = 1;
-  if (args.variant == GemmVariant::kMGroupedNT) cols = args.b.shape[1];
+  // M-grouped B is (groups, N, K); NN's B is W itself, (K, N).
+  if (args.variant == GemmVariant::kMGroupedNT || args.variant == GemmVariant::kNN) {
+    cols = args.b.shape[1];
+  }
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const int64_t tiles128 = groups * CeilDiv(rows, 128) * CeilDiv(cols, 128);
-  return HeuristicGemmConfig(tiles128, device.multiProcessorCount);
+  return HeuristicGemmConfig(tiles128, device.multiProcessorCount, args.a.shape[0]);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {

@@ -3,14 +3,16 @@
 //
 // Structure (one persistent CTA per SM, 128 * (1 + kBlockM / 64) threads):
 //   warpgroup 0, the producer (registers cut with setmaxnreg): warp 0 issues the TMA loads of
-//     the A and B tiles of each K block into a ring of shared-memory stages; warp 1 copies the
-//     matching scales with cp.async. Both complete on the stage's "full" mbarrier.
+//     the A and B tiles of each K block into a ring of shared-memory stages; warps 1..3 copy the
+//     matching scales with cp.async. All complete on the stage's "full" mbarrier.
 //   warpgroups 1.., the consumers (registers raised): each owns 64 rows of the tile. Per K
-//     block it issues four wgmma m64nNk32 (QGMMA) into a fresh fp32 partial sum, waits for
-//     them, multiplies the partial by a_scale(row) * b_scale and adds it to the tile's fp32
-//     accumulator ("promotion": the per-block scale is applied outside the tensor core, whose
-//     own FP8 accumulation keeps fewer bits), then frees the stage. While one warpgroup
-//     promotes, the others' wgmmas keep the tensor core busy.
+//     block it issues four wgmma m64nNk32 (QGMMA) into one of two fp32 partial sums, and while
+//     they run it waits for the previous block's wgmmas (the other partial), multiplies that
+//     partial by a_scale(row) * b_scale and adds it to the tile's fp32 accumulator
+//     ("promotion": the per-block scale is applied outside the tensor core, whose own FP8
+//     accumulation keeps fewer bits), then frees that block's stage. The epilogue stages the
+//     tile through shared memory and stores whole rows with 16-byte accesses, while the next
+//     tile's first block runs on the tensor core.
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue.
@@ -26,8 +28,9 @@ namespace kd {
 namespace cuda_gemm {
 namespace {
 
-// Producer warp 1 (32 lanes, one cp.async arrive each) plus the TMA thread's expect_tx arrive.
-constexpr int kFullArrivals = 1 + 32;
+// Producer warps 1..3 (32 lanes each, one cp.async arrive per lane) plus the TMA thread's
+// expect_tx arrive.
+constexpr int kFullArrivals = 1 + 3 * 32;
 
 // Threads and the setmaxnreg split for a tile of kBlockM rows (64 per consumer warpgroup; 128
 // is the only tile height built: a third consumer warpgroup left too few registers and spilled).
@@ -785,29 +788,37 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
           }
         }
       }
-    } else if (warp == 1) {
+    } else {
+      // Warps 1 and 2 copy the A scales (half of the tile's rows each), warp 3 the B scales:
+      // spread over three warps, and so over three of the SM's four schedulers, which the
+      // consumer warpgroups share (each wgmma waits for all four of a warpgroup's warps).
+      const int role = warp - 1;
       for (int t = first_work; t < sched.total; t += work_stride) {
         const Tile tile = sched.Get(t);
         for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
           BarrierWait(&empty[stage], phase ^ 1);
-          float* sa = scales_a + stage * kBlockM;
-          float* sb = scales_b + stage * kBlockN;
+          if (role < 2) {
+            float* sa = scales_a + stage * kBlockM + role * (kBlockM / 2);
 #pragma unroll
-          for (int i = 0; i < kBlockM / 32; ++i) {
-            const int row = tile.m0 + lane + 32 * i;
-            const bool valid = row < p.m;
-            CpAsync4(sa + lane + 32 * i, p.a_scales + (valid ? row * p.sa_row + kb : 0), valid);
-          }
-          if (p.b_scale_per_row) {
-#pragma unroll
-            for (int i = 0; i < kBlockN / 32; ++i) {
-              const int col = tile.n0 + lane + 32 * i;
-              const bool valid = col < p.n;
-              CpAsync4(sb + lane + 32 * i, p.b_scales + (valid ? col * p.sb_row + kb : 0), valid);
+            for (int i = 0; i < kBlockM / 64; ++i) {
+              const int row = tile.m0 + role * (kBlockM / 2) + lane + 32 * i;
+              const bool valid = row < p.m;
+              CpAsync4(sa + lane + 32 * i, p.a_scales + (valid ? row * p.sa_row + kb : 0), valid);
             }
-          } else if (lane == 0) {
-            CpAsync4(sb, p.b_scales + tile.group * p.sb_group + (tile.n0 / 128) * p.sb_row + kb,
-                     true);
+          } else {
+            float* sb = scales_b + stage * kBlockN;
+            if (p.b_scale_per_row) {
+#pragma unroll
+              for (int i = 0; i < kBlockN / 32; ++i) {
+                const int col = tile.n0 + lane + 32 * i;
+                const bool valid = col < p.n;
+                CpAsync4(sb + lane + 32 * i, p.b_scales + (valid ? col * p.sb_row + kb : 0),
+                         valid);
+              }
+            } else if (lane == 0) {
+              CpAsync4(sb, p.b_scales + tile.group * p.sb_group + (tile.n0 / 128) * p.sb_row + kb,
+                       true);
+            }
           }
           CpAsyncArrive(&full[stage]);
           if (++stage == kStages) {
@@ -914,7 +925,8 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   X(128, 128, 6, 2)            \
   X(128, 64, 6, 1)             \
   X(128, 64, 8, 1)             \
-  X(128, 64, 8, 2)
+  X(128, 64, 8, 2)             \
+  X(64, 64, 8, 1)
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,

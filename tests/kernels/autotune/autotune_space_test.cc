@@ -135,10 +135,12 @@ TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
   const int32_t v = r.Find("gemm", "nt", "sm_90")->kernel_version;
   // 32x56 = 1792 tiles of 128x128: the wide tile.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)),
-            GemmConfigToString(HeuristicGemmConfig(32 * 56, 132)));
+            GemmConfigToString(HeuristicGemmConfig(32 * 56, 132, 4096)));
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm128.bn128.s6.c1.r8.p0");
   // 1x56 tiles leave most of 132 SMs idle: 64-column tiles.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 128, 7168, 2048, v)), "bm128.bn64.s8.c1.r8.p0");
+  // At most 64 rows: 64-row tiles.
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 64, 4096, 7168, v)), "bm64.bn64.s8.c1.r8.p0");
   // K-grouped: each group has its own output, so tiles count over groups.
   TuneKey kg = Key("sm_90", "k_grouped_tn", 512, 1024, 8192, v);
   EXPECT_EQ(*r.Default(kg), "bm128.bn64.s8.c1.r8.p0");

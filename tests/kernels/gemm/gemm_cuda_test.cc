@@ -277,7 +277,10 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{GemmVariant::kNN, 1, 144, 128, Config(128, 128, 5)},
                       DenseCase{GemmVariant::kNN, 1100, 1008, 1024, Config(128, 128, 6, 3, 2)},
                       DenseCase{GemmVariant::kNN, 200, 200, 256, Config(128, 64, 8), 208},
-                      DenseCase{GemmVariant::kNN, 130, 7, 128, Config(128, 128, 6), 16}),
+                      DenseCase{GemmVariant::kNN, 130, 7, 128, Config(128, 128, 6), 16},
+                      DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 64, 8)},
+                      DenseCase{GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8, 2)},
+                      DenseCase{GemmVariant::kTN, 100, 136, 512, Config(64, 64, 8)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
@@ -291,8 +294,8 @@ TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
   const int64_t total = ends.back(), experts = ends.size(), n = 320, k = 512, kb = k / 128;
-  for (const GemmConfig& config :
-       {Config(128, 128, 6), Config(128, 64, 8), Config(128, 128, 6, 8, 2)}) {
+  for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 8),
+                                   Config(128, 128, 6, 8, 2), Config(64, 64, 8)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -321,8 +324,8 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
   const int64_t total = ends.back(), experts = ends.size(), m = 200, n = 136, tb = total / 128;
-  for (const GemmConfig& config :
-       {Config(128, 128, 6), Config(128, 64, 6), Config(128, 128, 5, 8, 2)}) {
+  for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 6),
+                                   Config(128, 128, 5, 8, 2), Config(64, 64, 8)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -655,6 +658,11 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
             std::string::npos);
   EXPECT_EQ(ParseGemmConfig("bm128.bn128").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseGemmConfig("bm192.bn128.s5.c1.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseGemmConfig("bm64.bn64.s8.c1.r8.p0").ok());
+  EXPECT_EQ(ParseGemmConfig("bm64.bn128.s6.c1.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGemmConfig("bm64.bn64.s8.c2.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseGemmConfig("bm128.bn64.s6.c2.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -2,24 +2,35 @@
 # One GPU-machine run of the CUDA backend's tests and benchmarks, from a bundle made by
 # /work/shared/tools/gpu-bundle (bin/, lib/) with tests/data/golden copied to golden/.
 #   run_gpu_suite.sh BUNDLE_DIR OUT_DIR
-# Writes tests.log, quant_pad.json, e2e_*.json (run_e2e.sh), kerneld_*.log, sass.txt, env.txt
-# under OUT_DIR.
+# Writes tests.log, quant_pad.json, e2e_*.json (run_e2e.sh), kerneld_*.log, gemm.json,
+# sass.txt, gemm_sass.txt, env.txt under OUT_DIR. Programs missing from the bundle are skipped.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$1" && pwd); out=$2
 export LD_LIBRARY_PATH=$bundle/lib KD_GOLDEN_DIR=$bundle/golden
 cd "$bundle"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.txt" 2>&1
-for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test; do
+for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test \
+         kernels_gemm_cuda_test cuda_gemm_tune_test; do
+  [ -x ./bin/$t ] || continue
   echo "=== $t" >> "$out/tests.log"
-  timeout 150 ./bin/$t --gtest_brief=1 >> "$out/tests.log" 2>&1
+  timeout 240 ./bin/$t --gtest_brief=1 >> "$out/tests.log" 2>&1
   echo "=== $t rc=$?" >> "$out/tests.log"
 done
 timeout 150 ./bin/quant_pad_bench "$out/quant_pad.json" > /dev/null 2>> "$out/tests.log"
 echo "=== quant_pad_bench rc=$?" >> "$out/tests.log"
 "$here/run_e2e.sh" "$bundle" "$out" 300 >> "$out/tests.log" 2>&1
 echo "=== run_e2e rc=$?" >> "$out/tests.log"
+if [ -x ./bin/gpu_gemm_bench ]; then
+  timeout 300 ./bin/gpu_gemm_bench --samples=${GEMM_SAMPLES:-7} > "$out/gemm.json" 2>> "$out/tests.log"
+  echo "=== gpu_gemm_bench rc=$?" >> "$out/tests.log"
+fi
 if command -v cuobjdump > /dev/null; then
+  # Per-kernel instruction counts; QGMMA and LDL/STL counts of the GEMM kernels.
+  cuobjdump -sass bin/gpu_gemm_bench > /tmp/gemm.sass 2>&1
+  awk '/Function :/ {name=$3} /QGMMA/ {q[name]++} /LDL|STL/ {l[name]++}
+       END {for (f in q) print "gemm", f, "QGMMA", q[f], "LDL/STL", l[f] + 0}' /tmp/gemm.sass \
+    > "$out/gemm_sass.txt"
   cuobjdump -sass bin/quant_pad_bench > /tmp/all.sass 2>&1
   awk '/Function :/ {name=$3} /^ *\/\*[0-9a-f]+\*\// {n[name]++} END {for (f in n) print n[f], f}' \
     /tmp/all.sass | sort -k2 > "$out/sass.txt"

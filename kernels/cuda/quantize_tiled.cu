@@ -156,7 +156,8 @@ __device__ __forceinline__ int OutTileOffset(int row, int c) {
 // chunk's codes per store; `vec_out_t`: Y = Xᵀ allows 16-byte stores.
 template <InputType kType, typename F, TiledQuantizeMode kMode>
 __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
-    QuantizeTiledKernel(TiledQuantizeParams p, bool vec_in, bool vec_out, bool vec_out_t) {
+    QuantizeTiledKernel(TiledQuantizeParams p, int group_k, bool vec_in, bool vec_out,
+                        bool vec_out_t) {
   using G = TileGeometry<kType>;
   using S = typename G::S;
   using T = ModeTraits<kMode>;
@@ -175,10 +176,32 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
   const int tid = threadIdx.x;
   const int lane_col = tid % kLanes;
   const int row_in_pass = tid / kLanes;
-  const int64_t k_tiles = (p.k + kBlock - 1) / kBlock;
-  const int64_t tile_m = blockIdx.x / k_tiles;
-  const int64_t m0 = tile_m * kBlock;
-  const int64_t k0 = (blockIdx.x - tile_m * k_tiles) * kBlock;
+  // Tile order (TiledGroupK): row-major, or groups of group_k consecutive column tiles taken
+  // row band by row band (the tile count fits in an int: the launcher checks). 128x1 of Y = X is
+  // row-major only: the index arithmetic of the groups costs it spills (64 registers).
+  int64_t m0, k0;
+  if constexpr (!T::kTransposed) {
+    const int64_t k_tiles = (p.k + kBlock - 1) / kBlock;
+    const int64_t tile_m = blockIdx.x / k_tiles;
+    m0 = tile_m * kBlock;
+    k0 = (blockIdx.x - tile_m * k_tiles) * kBlock;
+  } else {
+    const int k_tiles = static_cast<int>((p.k + kBlock - 1) / kBlock);
+    const int tile = static_cast<int>(blockIdx.x);
+    if (group_k >= k_tiles) {
+      const int tile_m = tile / k_tiles;
+      m0 = static_cast<int64_t>(tile_m) * kBlock;
+      k0 = static_cast<int64_t>(tile - tile_m * k_tiles) * kBlock;
+    } else {
+      const int m_tiles = static_cast<int>((p.m + kBlock - 1) / kBlock);
+      const int group = tile / (group_k * m_tiles);
+      const int local = tile - group * group_k * m_tiles;
+      const int width = min(group_k, k_tiles - group * group_k);  // the last group may be narrower
+      const int tile_m = local / width;
+      m0 = static_cast<int64_t>(tile_m) * kBlock;
+      k0 = static_cast<int64_t>(group * group_k + local - tile_m * width) * kBlock;
+    }
+  }
   const int64_t kc = k0 + lane_col * kVec;  // the first column of the thread's chunks
   const bool full_chunk = kc + kVec <= p.k;
   const S* input = static_cast<const S*>(p.input);
@@ -445,6 +468,18 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
   }
 }
 
+// Column tiles per group of the tile order. The CTAs resident at once read runs of group_k x 128
+// columns of X rows and write runs of (resident CTAs / group_k) x 128 bytes of Y rows. Measured
+// on H100 (bench/RESULTS.md, branch qdual): groups of 4 raise the three transposed forms by
+// 0.01-0.02 of the copy from M = 16384 up (longer runs of Y rows) and lose up to 0.01 at 8192
+// rows; the dual pass, which also writes Y = X by rows, loses 0.04-0.10 with groups.
+template <TiledQuantizeMode kMode>
+int TiledGroupK(int64_t m, int64_t k_tiles) {
+  constexpr bool kGrouped =
+      kMode != TiledQuantizeMode::k128x1 && kMode != TiledQuantizeMode::kDual;
+  return kGrouped && m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
+}
+
 template <InputType kType, typename F, TiledQuantizeMode kMode>
 cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
@@ -467,8 +502,9 @@ cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
   }
-  kernel<<<static_cast<unsigned>(tiles), kTileThreads, kSmem, stream>>>(p, vec_in, vec_out,
-                                                                        vec_out_t);
+  const int group_k = TiledGroupK<kMode>(p.m, (p.k + kBlock - 1) / kBlock);
+  kernel<<<static_cast<unsigned>(tiles), kTileThreads, kSmem, stream>>>(p, group_k, vec_in,
+                                                                        vec_out, vec_out_t);
   return cudaGetLastError();
 }
 

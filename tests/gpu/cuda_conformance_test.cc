@@ -457,6 +457,61 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
   for (int kind = 0; kind < kKinds; ++kind) EXPECT_GE(ran[kind], 3 * 3 * 2 * 3) << "kind " << kind;
 }
 
+// Tall X (M >= 16384) puts the three transposed forms of the tiled quantizer in its grouped tile
+// order (TiledGroupK in quantize_tiled.cu: 4 column tiles per group); K = 700 is 6 column tiles,
+// so the last group is narrower, and the last tile is cut by K. Row strides past the row.
+TEST(CudaConformance, TiledTransposedFormsMatchCpuBitForBitInGroupedTileOrder) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(4);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(777);
+  const int64_t m = 16512, k = 700, in_stride = k + 8, out_stride = m + 16;
+  int ran = 0;
+  for (DType in_type : {DType::kBF16, DType::kF32}) {
+    std::vector<uint8_t> input = RandomInput(in_type, m, in_stride, rng);
+    FiniteOddBands(in_type, m, in_stride, input);
+    DeviceBuffer d_input(*gpu, input);
+    for (QuantGranularity g :
+         {QuantGranularity::k1x128, QuantGranularity::k128x1, QuantGranularity::k128x128}) {
+      QuantizeArgs a;
+      a.granularity = g;
+      a.transpose_output = true;
+      int64_t s_rows = k, s_cols = m / 128;  // Y = Xᵀ is (k, m)
+      if (g != QuantGranularity::k1x128) s_rows = (k + 127) / 128;
+      if (g == QuantGranularity::k128x1) s_cols = m;
+      const size_t out_bytes = k * out_stride, s_bytes = s_rows * s_cols * 4;
+      auto make = [&](void* in, void* o, void* sc, DeviceLoc loc) {
+        QuantizeArgs b = a;
+        b.input = MakeTensor(in, in_type, {m, k}, in_stride, loc);
+        b.output = MakeTensor(o, DType::kE4M3FN, {k, m}, out_stride, loc);
+        b.scales = MakeTensor(sc, DType::kF32, {s_rows, s_cols}, s_cols, loc);
+        return Op(b);
+      };
+      SCOPED_TRACE(absl::StrCat(DTypeName(in_type), " granularity=", static_cast<int>(g)));
+      std::vector<uint8_t> cpu_in = input;
+      std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
+      const Op cpu_op = make(cpu_in.data(), out.data(), sc.data(), kCpu);
+      ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op);
+      ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+      DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+      DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+      const absl::Status run =
+          gpu->Run(make(d_input.data(), d_out.data(), d_sc.data(), kGpu), *stream, nullptr);
+      ASSERT_TRUE(run.ok()) << run;
+      ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+      const std::vector<uint8_t> got = d_out.Read(out_bytes);
+      size_t bad = 0;
+      while (bad < out_bytes && got[bad] == out[bad]) ++bad;
+      ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
+                                << "): cuda " << int(got[bad]) << " cpu " << int(out[bad]);
+      ASSERT_EQ(d_sc.Read(s_bytes), sc);
+      ++ran;
+    }
+  }
+  EXPECT_EQ(ran, 6);
+}
+
 // Tensors of many work items of the blockwise kernel (both the contiguous-rows path and the
 // padded-rows path of 1x128), a partial last item and row tile, every output format. RandomInput
 // puts a NaN or Inf in nearly every 128x128 tile, which then takes the software encode: the odd

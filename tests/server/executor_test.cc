@@ -178,54 +178,67 @@ TEST_F(ExecutorTest, SyncBatchRunsThroughTheBackend) {
   EXPECT_EQ(padded_ends_[1], 32);
 }
 
+// The callbacks below may still be running on the executor's thread when the test body has
+// seen what it waits for, so whatever they touch is owned by a shared_ptr they hold.
 TEST_F(ExecutorTest, AsyncBatchOnAnIdleQueueIsLaunchedOnTheSubmittingThread) {
-  std::thread::id async_thread, sync_thread;
-  SubmitPad("s1", /*async=*/true, [&](absl::Status s, std::thread::id t) {
+  auto async_thread = std::make_shared<std::thread::id>();
+  SubmitPad("s1", /*async=*/true, [async_thread](absl::Status s, std::thread::id t) {
     EXPECT_TRUE(s.ok()) << s;
-    async_thread = t;
+    *async_thread = t;
   });
-  EXPECT_EQ(async_thread, std::this_thread::get_id()) << "done before Submit returned, inline";
-  std::promise<std::thread::id> sync_done;
+  EXPECT_EQ(*async_thread, std::this_thread::get_id()) << "done before Submit returned, inline";
+  auto sync_done = std::make_shared<std::promise<std::thread::id>>();
+  std::future<std::thread::id> sync_thread = sync_done->get_future();
   SubmitPad("s1", /*async=*/false,
-            [&](absl::Status, std::thread::id t) { sync_done.set_value(t); });
-  sync_thread = sync_done.get_future().get();
-  EXPECT_NE(sync_thread, std::this_thread::get_id()) << "SYNC batches run on the queue's thread";
+            [sync_done](absl::Status, std::thread::id t) { sync_done->set_value(t); });
+  EXPECT_NE(sync_thread.get(), std::this_thread::get_id())
+      << "SYNC batches run on the queue's thread";
 }
 
 TEST_F(ExecutorTest, AsyncBatchWaitsBehindARunningBatchAndKeepsOrder) {
   std::promise<void> entered;
   std::promise<void> release;
   backend_->HoldNextRun(&entered, release.get_future().share());
-  std::mutex mu;
-  std::vector<std::string> order;
-  std::promise<void> both;
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::string> order;
+    std::promise<void> both;
+  };
+  auto seen = std::make_shared<Seen>();
+  std::future<void> both = seen->both.get_future();
   const std::thread::id test_thread = std::this_thread::get_id();
-  auto record = [&](std::string name) {
-    return [&, name](absl::Status s, std::thread::id t) {
+  auto record = [seen, test_thread](std::string name) {
+    return [seen, test_thread, name](absl::Status s, std::thread::id t) {
       EXPECT_TRUE(s.ok()) << s;
       EXPECT_NE(t, test_thread) << name << " ran on the submitting thread";
-      std::lock_guard<std::mutex> lock(mu);
-      order.push_back(name);
-      if (order.size() == 2) both.set_value();
+      bool last = false;
+      {
+        std::lock_guard<std::mutex> lock(seen->mu);
+        seen->order.push_back(name);
+        last = seen->order.size() == 2;
+      }
+      if (last) seen->both.set_value();
     };
   };
   SubmitPad("s1", /*async=*/false, record("sync"));
   entered.get_future().wait();  // the SYNC batch is running on the queue's thread
   SubmitPad("s1", /*async=*/true, record("async"));
   {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(order.empty()) << "the ASYNC batch must queue behind the running one";
+    std::lock_guard<std::mutex> lock(seen->mu);
+    EXPECT_TRUE(seen->order.empty()) << "the ASYNC batch must queue behind the running one";
   }
   release.set_value();
-  both.get_future().wait();
-  EXPECT_EQ(order, (std::vector<std::string>{"sync", "async"}));
+  both.wait();
+  std::lock_guard<std::mutex> lock(seen->mu);
+  EXPECT_EQ(seen->order, (std::vector<std::string>{"sync", "async"}));
 }
 
 TEST_F(ExecutorTest, WithoutInlineAsyncEveryBatchRunsOnTheQueuesThread) {
   Make(/*inline_async=*/false);
-  std::promise<std::thread::id> done;
-  SubmitPad("s1", /*async=*/true, [&](absl::Status, std::thread::id t) { done.set_value(t); });
-  EXPECT_NE(done.get_future().get(), std::this_thread::get_id());
+  auto done = std::make_shared<std::promise<std::thread::id>>();
+  std::future<std::thread::id> thread = done->get_future();
+  SubmitPad("s1", /*async=*/true, [done](absl::Status, std::thread::id t) { done->set_value(t); });
+  EXPECT_NE(thread.get(), std::this_thread::get_id());
 }
 
 }  // namespace

@@ -19,36 +19,12 @@
 namespace kd {
 namespace {
 
+using testing::DeviceBuffer;
 using testing::MakeTensor;
 
 constexpr uint8_t kPoison = 0xA5;
 const DeviceLoc kCpu{BackendKind::kCpu, 0};
 const DeviceLoc kGpu{BackendKind::kCuda, 0};
-
-// Device memory from the backend's pool, filled from / read back to host vectors.
-class DeviceBuffer {
- public:
-  DeviceBuffer(Backend& backend, const std::vector<uint8_t>& host) {
-    auto region = backend.Allocate(0, std::max<size_t>(host.size(), 1));
-    EXPECT_TRUE(region.ok()) << region.status();
-    region_ = std::move(region).value();
-    EXPECT_EQ(cudaMemcpy(region_->data(), host.data(), host.size(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    // A copy from pageable memory may return before its DMA lands, and the backend's streams
-    // do not wait for the legacy stream: finish the upload before an op reads it.
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-  void* data() const { return region_->data(); }
-  std::vector<uint8_t> Read(size_t bytes) const {
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), bytes, cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return out;
-  }
-
- private:
-  std::unique_ptr<Region> region_;
-};
 
 // Random input bits: per row a magnitude, per 128-element block sometimes a special case (NaN
 // of either sign, Inf, all zeros, subnormal-only, negative zeros).

@@ -22,33 +22,12 @@
 namespace kd {
 namespace {
 
+using testing::DeviceBuffer;
 using testing::MakeTensor;
 
 constexpr uint8_t kPoison = 0xA5;
 const DeviceLoc kCpu{BackendKind::kCpu, 0};
 const DeviceLoc kGpu{BackendKind::kCuda, 0};
-
-// Device memory from the backend's pool, filled from and read back to host bytes.
-class DeviceBytes {
- public:
-  DeviceBytes(Backend& backend, const std::vector<uint8_t>& host) : size_(host.size()) {
-    auto region = backend.Allocate(0, std::max<size_t>(host.size(), 1));
-    EXPECT_TRUE(region.ok()) << region.status();
-    region_ = std::move(region).value();
-    EXPECT_EQ(cudaMemcpy(region_->data(), host.data(), host.size(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  void* data() const { return region_->data(); }
-  std::vector<uint8_t> Read() const {
-    std::vector<uint8_t> out(size_);
-    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), size_, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-
- private:
-  size_t size_;
-  std::unique_ptr<Region> region_;
-};
 
 // Which special rows an input may hold: none (but zeros, subnormals and large values), Inf
 // rows too, or NaN and Inf rows.
@@ -157,10 +136,10 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
     const int64_t m = sh.m, k = sh.k, in_stride = k + sh.in_pad;
     for (DType in_type : inputs) {
       std::vector<uint8_t> input[3];
-      std::unique_ptr<DeviceBytes> d_input[3];
+      std::unique_ptr<DeviceBuffer> d_input[3];
       for (int s = 0; s < 3; ++s) {
         input[s] = RowInput(in_type, m, k, in_stride, static_cast<Specials>(s), rng);
-        d_input[s] = std::make_unique<DeviceBytes>(*gpu, input[s]);
+        d_input[s] = std::make_unique<DeviceBuffer>(*gpu, input[s]);
       }
       for (DType out_type : outputs) {
         for (int kind = 0; kind < kKinds; ++kind) {
@@ -245,9 +224,9 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           SCOPED_TRACE(what);
           const absl::Status cpu_run = cpu->Run(cpu_op, *cpu_stream, nullptr);
           ASSERT_TRUE(cpu_run.ok()) << cpu_run;
-          DeviceBytes d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
-          DeviceBytes d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
-          DeviceBytes d_ends(*gpu, ends);
+          DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+          DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+          DeviceBuffer d_ends(*gpu, ends);
           const Op gpu_op =
               make(d_input[flavor]->data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu);
           ASSERT_TRUE(gpu->Supports(gpu_op).ok()) << gpu->Supports(gpu_op);
@@ -282,7 +261,7 @@ TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
   std::mt19937_64 rng(7);
   const int64_t m = 100, k = 256;
   const std::vector<uint8_t> input = RowInput(DType::kBF16, m, k, k, Specials::kNone, rng);
-  DeviceBytes d_in(*gpu, input);
+  DeviceBuffer d_in(*gpu, input);
   struct Bad {
     std::vector<int64_t> ends;
     const char* expect;
@@ -329,9 +308,9 @@ TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
       EXPECT_EQ(cpu_status.code(), absl::StatusCode::kInvalidArgument) << cpu_status;
       EXPECT_NE(cpu_status.message().find(bad.expect), absl::string_view::npos) << cpu_status;
 
-      DeviceBytes d_out(*gpu, std::vector<uint8_t>(rows * cols, kPoison));
-      DeviceBytes d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
-      DeviceBytes d_ends(*gpu, ends);
+      DeviceBuffer d_out(*gpu, std::vector<uint8_t>(rows * cols, kPoison));
+      DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+      DeviceBuffer d_ends(*gpu, ends);
       ASSERT_TRUE(gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu),
                            *stream, nullptr)
                       .ok());

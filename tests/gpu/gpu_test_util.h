@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -103,6 +105,34 @@ class PeerProcess {
   pid_t pid_ = -1;
   FILE* in_ = nullptr;
   FILE* out_ = nullptr;
+};
+
+// Device memory from the backend's pool, filled from and read back to host bytes.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Backend& backend, const std::vector<uint8_t>& host) : size_(host.size()) {
+    auto region = backend.Allocate(0, std::max<size_t>(host.size(), 1));
+    EXPECT_TRUE(region.ok()) << region.status();
+    region_ = std::move(region).value();
+    EXPECT_EQ(cudaMemcpy(region_->data(), host.data(), host.size(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    // A copy from pageable memory may return before its DMA lands, and the backend's streams
+    // do not wait for the legacy stream: finish the upload before an op reads it.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  void* data() const { return region_->data(); }
+  // The first `bytes` bytes (all of them by default).
+  std::vector<uint8_t> Read(size_t bytes) const {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), bytes, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return out;
+  }
+  std::vector<uint8_t> Read() const { return Read(size_); }
+
+ private:
+  size_t size_;
+  std::unique_ptr<Region> region_;
 };
 
 }  // namespace testing

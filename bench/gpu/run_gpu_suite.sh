@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU-machine run of the CUDA backend's tests and benchmarks, from a bundle made by
-# /work/shared/tools/gpu-bundle (bin/, lib/) with tests/data/golden copied to golden/.
+# bench/gpu/bundle.sh (bin/, lib/, golden/: unpack its b.tar.xz on the GPU machine first).
 #   run_gpu_suite.sh BUNDLE_DIR OUT_DIR
 # Writes tests.log, quant_pad.json, e2e_*.json (run_e2e.sh), kerneld_*.log, gemm.json,
 # sass.txt, gemm_sass.txt, env.txt under OUT_DIR. Programs missing from the bundle are skipped.

@@ -126,22 +126,11 @@ class ExecutorTest : public ::testing::Test {
 
   // Runs one pad batch for `session` and returns its status.
   absl::Status RunPad(const std::string& session, bool async) {
-    PadArgs pad;
-    pad.input = HostTensor(input_.data(), DType::kBF16, {4, 8});
-    pad.group_ends = HostTensor(ends_.data(), DType::kI32, {2});
-    pad.output = HostTensor(output_.data(), DType::kBF16, {34, 8});
-    pad.padded_group_ends = HostTensor(padded_ends_.data(), DType::kI32, {2});
-    pad.alignment = 16;
-    ExecBatch batch;
-    batch.backend = backend_;
-    batch.session_id = session;
-    batch.ops.push_back(pad);
-    batch.async = async;
-    if (async) batch.signal_event = std::make_shared<NoopEvent>();
-    std::promise<absl::Status> result;
-    batch.done = [&result](absl::Status s, double) { result.set_value(std::move(s)); };
-    executor_->Submit(std::move(batch));
-    return result.get_future().get();
+    auto result = std::make_shared<std::promise<absl::Status>>();
+    std::future<absl::Status> status = result->get_future();
+    SubmitPad(session, async,
+              [result](absl::Status s, std::thread::id) { result->set_value(std::move(s)); });
+    return status.get();
   }
 
   Metrics metrics_{"test", "cpu"};

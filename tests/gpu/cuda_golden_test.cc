@@ -27,26 +27,10 @@ namespace {
 using testing_json::Value;
 using testing_ref::HostTensor;
 
+using golden::DTypeFromName;
+using golden::GranularityFromName;
 using golden::Manifest;
 using golden::ReadFile;
-
-DType DTypeFromName(const std::string& n) {
-  static const std::map<std::string, DType> kNames = {
-      {"f32", DType::kF32},   {"bf16", DType::kBF16},     {"f16", DType::kF16},
-      {"u8", DType::kU8},     {"e4m3fn", DType::kE4M3FN}, {"e4m3fnuz", DType::kE4M3FNUZ},
-      {"e5m2", DType::kE5M2}, {"i64", DType::kI64}};
-  auto it = kNames.find(n);
-  return it == kNames.end() ? DType::kInvalid : it->second;
-}
-
-QuantGranularity GranularityFromName(const std::string& n) {
-  for (int g = 1; g <= 8; ++g) {
-    if (GranularityName(static_cast<QuantGranularity>(g)) == n) {
-      return static_cast<QuantGranularity>(g);
-    }
-  }
-  return QuantGranularity::kInvalid;
-}
 
 // A host tensor's bytes in device memory, as a tensor on cuda:0.
 struct DeviceCopy {

@@ -5,10 +5,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 
+#include "kerneld/kernels/dtype.h"
+#include "kerneld/kernels/ops.h"
 #include "tests/kernels/mini_json.h"
 
 #ifndef KD_GOLDEN_DIR
@@ -39,6 +42,26 @@ inline const testing_json::Value& Manifest() {
     return v ? *v : testing_json::Value();
   }();
   return manifest;
+}
+
+// The DType of a manifest dtype name ("bf16", "e4m3fn", ...); kInvalid for an unknown name.
+inline DType DTypeFromName(const std::string& n) {
+  static const std::map<std::string, DType> kNames = {
+      {"f32", DType::kF32},   {"bf16", DType::kBF16},     {"f16", DType::kF16},
+      {"u8", DType::kU8},     {"e4m3fn", DType::kE4M3FN}, {"e4m3fnuz", DType::kE4M3FNUZ},
+      {"e5m2", DType::kE5M2}, {"i64", DType::kI64}};
+  auto it = kNames.find(n);
+  return it == kNames.end() ? DType::kInvalid : it->second;
+}
+
+// The granularity whose GranularityName is `n`; kInvalid for an unknown name.
+inline QuantGranularity GranularityFromName(const std::string& n) {
+  for (int g = 1; g <= 8; ++g) {
+    if (GranularityName(static_cast<QuantGranularity>(g)) == n) {
+      return static_cast<QuantGranularity>(g);
+    }
+  }
+  return QuantGranularity::kInvalid;
 }
 
 }  // namespace golden

@@ -28,7 +28,6 @@ using testing_json::Value;
 using testing_ref::HostTensor;
 
 using golden::DTypeFromName;
-using golden::GranularityFromName;
 using golden::Manifest;
 using golden::ReadFile;
 
@@ -78,17 +77,10 @@ TEST(CudaGoldenTest, EveryCaseMatchesPyTorchOrIsUnimplemented) {
     DeviceCopy d_in = ToDevice(*gpu, input);
     HostTensor ends;
     DeviceCopy d_ends;
-    QuantizeArgs a;
+    QuantizeArgs a = golden::RecipeOfCase(c);
     a.input = d_in.t;
     a.output = outs.at("output").t;
     a.scales = outs.at("scales").t;
-    a.granularity = GranularityFromName(c["granularity"].string);
-    a.transpose_output = c["transpose"].boolean;
-    a.scale_format = c["pow2"].boolean ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
-    a.scale_layout = c["scale_layout"].string == "k_block_major" ? ScaleLayout::kKBlockMajor
-                                                                 : ScaleLayout::kRowMajor;
-    a.mx_rounding = c["mx_rounding"].string == "rceil" ? MxRounding::kRceil : MxRounding::kFloor;
-    a.eps = static_cast<float>(c["eps"].number);
     if (c.Has("group_ends")) {
       const std::vector<int64_t> e = c["group_ends"].AsInts();
       ends = HostTensor(DType::kI64, {static_cast<int64_t>(e.size())});

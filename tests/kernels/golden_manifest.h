@@ -64,6 +64,20 @@ inline QuantGranularity GranularityFromName(const std::string& n) {
   return QuantGranularity::kInvalid;
 }
 
+// The recipe of golden case `c` (granularity, transpose, scale format and layout, mx rounding,
+// eps) as QuantizeArgs without tensors; the caller binds input, outputs and group ends.
+inline QuantizeArgs RecipeOfCase(const testing_json::Value& c) {
+  QuantizeArgs a;
+  a.granularity = GranularityFromName(c["granularity"].string);
+  a.transpose_output = c["transpose"].boolean;
+  a.scale_format = c["pow2"].boolean ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
+  a.scale_layout = c["scale_layout"].string == "k_block_major" ? ScaleLayout::kKBlockMajor
+                                                               : ScaleLayout::kRowMajor;
+  a.mx_rounding = c["mx_rounding"].string == "rceil" ? MxRounding::kRceil : MxRounding::kFloor;
+  a.eps = static_cast<float>(c["eps"].number);
+  return a;
+}
+
 }  // namespace golden
 }  // namespace kd
 

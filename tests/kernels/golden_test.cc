@@ -25,7 +25,6 @@ using testing_json::Value;
 using testing_ref::HostTensor;
 
 using golden::DTypeFromName;
-using golden::GranularityFromName;
 using golden::Manifest;
 using golden::ReadFile;
 
@@ -72,17 +71,10 @@ TEST_P(GoldenCaseTest, CpuBackendMatchesPyTorchBitExactly) {
     got.emplace(name, HostTensor(dtype, desc["shape"].AsInts()));
   }
   HostTensor ends;
-  QuantizeArgs a;
+  QuantizeArgs a = golden::RecipeOfCase(c);
   a.input = input.t;
   a.output = got.at("output").t;
   a.scales = got.at("scales").t;
-  a.granularity = GranularityFromName(c["granularity"].string);
-  a.transpose_output = c["transpose"].boolean;
-  a.scale_format = c["pow2"].boolean ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
-  a.scale_layout = c["scale_layout"].string == "k_block_major" ? ScaleLayout::kKBlockMajor
-                                                               : ScaleLayout::kRowMajor;
-  a.mx_rounding = c["mx_rounding"].string == "rceil" ? MxRounding::kRceil : MxRounding::kFloor;
-  a.eps = static_cast<float>(c["eps"].number);
   if (c.Has("group_ends")) {
     const std::vector<int64_t> e = c["group_ends"].AsInts();
     ends = HostTensor(DType::kI64, {static_cast<int64_t>(e.size())});

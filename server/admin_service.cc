@@ -126,6 +126,7 @@ class AdminService final : public v1::Admin::CallbackService {
       info->set_age_seconds(absl::ToDoubleSeconds(now - s->created()));
       info->set_idle_seconds(absl::ToDoubleSeconds(now - s->last_activity()));
       info->set_lease_seconds(s->lease_seconds());
+      info->set_submit_ring(s->HasAttachment(kSubmitRingAttachment));
       buffers += u.buffers;
       bytes += u.bytes;
     }

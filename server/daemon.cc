@@ -140,6 +140,8 @@ void Daemon::Shutdown(absl::Duration grace) {
   }
   data_server_.reset();
   admin_server_.reset();
+  // Before the executor goes: a session's submit ring thread submits to it.
+  if (sessions_) sessions_->CloseAll("daemon shutting down");
   executor_.reset();  // finishes what was queued
   autotune_.reset();  // after the executor, whose hook it is; finishes a background tune
   sessions_.reset();  // releases every buffer

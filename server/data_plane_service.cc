@@ -8,6 +8,7 @@
 #include "kerneld/server/proto_convert.h"
 #include "server/rpc_call.h"
 #include "server/services.h"
+#include "server/submit_ring_server.h"
 
 namespace kd {
 namespace {
@@ -185,11 +186,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                      v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Quantize", ctx), req->session_id(),
                   req->completion(), 1, /*batched=*/false,
-                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
-                    KD_ASSIGN_OR_RETURN(Op op, b.Quantize(req->op()));
-                    ops.push_back(std::move(op));
-                    return absl::OkStatus();
-                  },
+                  BuildOne([req](OpBinder& b) { return b.Quantize(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
@@ -197,11 +194,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                  v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(),
                   req->completion(), 1, /*batched=*/false,
-                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
-                    KD_ASSIGN_OR_RETURN(Op op, b.Gemm(req->op()));
-                    ops.push_back(std::move(op));
-                    return absl::OkStatus();
-                  },
+                  BuildOne([req](OpBinder& b) { return b.Gemm(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
@@ -209,11 +202,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                 v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(),
                   1, /*batched=*/false,
-                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
-                    KD_ASSIGN_OR_RETURN(Op op, b.Pad(req->op()));
-                    ops.push_back(std::move(op));
-                    return absl::OkStatus();
-                  },
+                  BuildOne([req](OpBinder& b) { return b.Pad(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
@@ -221,11 +210,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                   v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(),
                   req->completion(), 1, /*batched=*/false,
-                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
-                    KD_ASSIGN_OR_RETURN(Op op, b.Unpad(req->op()));
-                    ops.push_back(std::move(op));
-                    return absl::OkStatus();
-                  },
+                  BuildOne([req](OpBinder& b) { return b.Unpad(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
@@ -233,20 +218,113 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                    v1::SubmitResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Submit", ctx), req->session_id(),
                   req->completion(), req->ops_size(), /*batched=*/true,
-                  [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
-                    for (int i = 0; i < req->ops_size(); ++i) {
-                      absl::StatusOr<Op> op = b.Any(req->ops(i));
-                      if (!op.ok()) {
-                        return PrefixStatus(OpPrefix(i, req->ops(i)), op.status());
-                      }
-                      ops.push_back(*std::move(op));
-                    }
-                    return absl::OkStatus();
-                  },
+                  BuildBatch(req),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
+  grpc::ServerUnaryReactor* AttachSubmitRing(grpc::CallbackServerContext* ctx,
+                                             const v1::AttachSubmitRingRequest* req,
+                                             v1::AttachSubmitRingResponse* resp) override {
+    RpcCall call(&daemon_->metrics(), "AttachSubmitRing", ctx);
+    return call.Finish(DoAttachRing(*req, resp));
+  }
+
  private:
+  using BuildFn = std::function<absl::Status(OpBinder&, std::vector<Op>&)>;
+
+  // The build of a one-op request; `bind` runs before the call that made it returns.
+  static BuildFn BuildOne(std::function<absl::StatusOr<Op>(OpBinder&)> bind) {
+    return [bind = std::move(bind)](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+      KD_ASSIGN_OR_RETURN(Op op, bind(b));
+      ops.push_back(std::move(op));
+      return absl::OkStatus();
+    };
+  }
+
+  static BuildFn BuildBatch(const v1::SubmitRequest* req) {
+    return [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
+      for (int i = 0; i < req->ops_size(); ++i) {
+        absl::StatusOr<Op> op = b.Any(req->ops(i));
+        if (!op.ok()) return PrefixStatus(OpPrefix(i, req->ops(i)), op.status());
+        ops.push_back(*std::move(op));
+      }
+      return absl::OkStatus();
+    };
+  }
+
+  absl::Status DoAttachRing(const v1::AttachSubmitRingRequest& req,
+                            v1::AttachSubmitRingResponse* resp) {
+    if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
+    if (!daemon_->options().submit_rings) {
+      return absl::FailedPreconditionError("submit rings are disabled on this daemon (--submit_rings=false); use the unary calls");
+    }
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, daemon_->sessions().Find(req.session_id()));
+    if (session->HasAttachment(kSubmitRingAttachment)) {
+      return absl::AlreadyExistsError(absl::StrCat("session_id=\"", session->id(), "\" already has a submit ring"));
+    }
+    KD_ASSIGN_OR_RETURN(
+        std::unique_ptr<SubmitRingServer> ring,
+        SubmitRingServer::Open(req.shm_name(), req.size(), daemon_->options().ring_spin,
+                               [this, id = session->id()](const v1::RingRequest& r,
+                                                          SubmitRingServer::ReplyFn reply) {
+                                 RunRing(id, r, std::move(reply));
+                               }));
+    resp->set_slots(ring->slots());
+    resp->set_slot_bytes(ring->slot_bytes());
+    return session->Attach(kSubmitRingAttachment, std::move(ring));
+  }
+
+  // One request taken from a session's submit ring, run as the matching unary RPC runs it. The
+  // ring's thread may block on it: a SYNC batch that finds its queue idle runs right here.
+  void RunRing(const std::string& session_id, const v1::RingRequest& r,
+               SubmitRingServer::ReplyFn reply) {
+    const absl::Time start = absl::Now();
+    const char* method = nullptr;
+    const v1::Completion* completion = nullptr;
+    BuildFn build;
+    int op_count = 1;
+    bool batched = false;
+    switch (r.call_case()) {
+      case v1::RingRequest::kQuantize:
+        method = "ring.Quantize";
+        completion = &r.quantize().completion();
+        build = BuildOne([&r](OpBinder& b) { return b.Quantize(r.quantize().op()); });
+        break;
+      case v1::RingRequest::kGemm:
+        method = "ring.Gemm";
+        completion = &r.gemm().completion();
+        build = BuildOne([&r](OpBinder& b) { return b.Gemm(r.gemm().op()); });
+        break;
+      case v1::RingRequest::kPad:
+        method = "ring.Pad";
+        completion = &r.pad().completion();
+        build = BuildOne([&r](OpBinder& b) { return b.Pad(r.pad().op()); });
+        break;
+      case v1::RingRequest::kUnpad:
+        method = "ring.Unpad";
+        completion = &r.unpad().completion();
+        build = BuildOne([&r](OpBinder& b) { return b.Unpad(r.unpad().op()); });
+        break;
+      case v1::RingRequest::kSubmit:
+        method = "ring.Submit";
+        completion = &r.submit().completion();
+        op_count = r.submit().ops_size();
+        batched = true;
+        build = BuildBatch(&r.submit());
+        break;
+      case v1::RingRequest::CALL_NOT_SET:
+        reply(absl::InvalidArgumentError("call is not set (one of quantize, gemm, pad, unpad, submit)"), 0.0);
+        return;
+    }
+    StartOps(session_id, *completion, op_count, batched, /*caller_may_block=*/true, build,
+             [metrics = &daemon_->metrics(), method, start, reply = std::move(reply)](
+                 const absl::Status& status, double seconds) {
+               metrics->ObserveRpc(method, absl::StatusCodeToString(status.code()),
+                                   absl::ToDoubleSeconds(absl::Now() - start));
+               reply(status, seconds);
+             });
+  }
+
   static std::string OpPrefix(int i, const v1::Op& op) {
     const char* kind = op.has_quantize() ? "quantize" : op.has_gemm() ? "gemm" : op.has_pad() ? "pad" : op.has_unpad() ? "unpad" : "";
     return *kind ? absl::StrCat("ops[", i, "].", kind, ".") : absl::StrCat("ops[", i, "].");
@@ -334,61 +412,70 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     return shared;
   }
 
-  using BuildFn = std::function<absl::Status(OpBinder&, std::vector<Op>&)>;
-
   grpc::ServerUnaryReactor* RunOps(RpcCall call, const std::string& session_id,
                                    const v1::Completion& completion, int op_count, bool batched,
                                    BuildFn build,
                                    std::function<void(double)> set_seconds) {
-    if (daemon_->draining()) return call.Finish(absl::UnavailableError("the daemon is draining"));
+    StartOps(session_id, completion, op_count, batched, /*caller_may_block=*/false, build,
+             [call, set_seconds = std::move(set_seconds)](const absl::Status& status,
+                                                          double seconds) {
+               if (status.ok()) set_seconds(seconds);
+               call.Finish(status);
+             });
+    return call.reactor();
+  }
+
+  // Validates and builds the ops of one request and hands them to the executor; `finish` is
+  // called exactly once, with the request's status and kernel time, on this thread (an error
+  // found before anything runs) or on the thread that completes the batch.
+  using FinishFn = std::function<void(const absl::Status& status, double kernel_seconds)>;
+  void StartOps(const std::string& session_id, const v1::Completion& completion, int op_count,
+                bool batched, bool caller_may_block, const BuildFn& build, FinishFn finish) {
+    auto fail = [&finish](const absl::Status& s) { finish(s, 0.0); };
+    if (daemon_->draining()) return fail(absl::UnavailableError("the daemon is draining"));
     if (op_count > static_cast<int>(daemon_->options().max_batch_ops)) {
-      return call.Finish(absl::ResourceExhaustedError(absl::StrCat("ops has ", op_count, " entries; the limit is --max_batch_ops=", daemon_->options().max_batch_ops)));
+      return fail(absl::ResourceExhaustedError(absl::StrCat("ops has ", op_count, " entries; the limit is --max_batch_ops=", daemon_->options().max_batch_ops)));
     }
     absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Find(session_id);
-    if (!session.ok()) return call.Finish(session.status());
+    if (!session.ok()) return fail(session.status());
     OpBinder binder(**session);
     ExecBatch batch;
     absl::Status s = build(binder, batch.ops);
-    if (!s.ok()) return call.Finish(s);
+    if (!s.ok()) return fail(s);
     for (size_t i = 0; i < batch.ops.size(); ++i) {
       const std::string prefix = batched ? absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), ".") : "";
       s = Validate(batch.ops[i]);
       if (s.ok()) s = binder.backend()->Supports(batch.ops[i]);
-      if (!s.ok()) return call.Finish(PrefixStatus(prefix, s));
+      if (!s.ok()) return fail(PrefixStatus(prefix, s));
     }
     if (completion.mode() < 0 || completion.mode() > v1::Completion::Mode_MAX) {
-      return call.Finish(absl::InvalidArgumentError(absl::StrCat("completion.mode=", completion.mode(), " is not a known value")));
+      return fail(absl::InvalidArgumentError(absl::StrCat("completion.mode=", completion.mode(), " is not a known value")));
     }
-    if (batch.ops.empty()) {  // a round trip: nothing to run
-      set_seconds(0.0);
-      return call.Finish(absl::OkStatus());
-    }
+    if (batch.ops.empty()) return finish(absl::OkStatus(), 0.0);  // a round trip
     batch.batched = batched;
     batch.backend = binder.backend();
     batch.device = binder.device();
     batch.async = completion.mode() == v1::Completion::ASYNC;
     batch.session_id = session_id;
     if (batch.async && completion.signal_event().empty()) {
-      return call.Finish(absl::InvalidArgumentError("completion.signal_event is required with ASYNC completion"));
+      return fail(absl::InvalidArgumentError("completion.signal_event is required with ASYNC completion"));
     }
     if (!completion.wait_event().empty()) {
       absl::StatusOr<std::shared_ptr<Event>> e = SessionEvent(**session, *batch.backend, batch.device, completion.wait_event(), "completion.wait_event");
-      if (!e.ok()) return call.Finish(e.status());
+      if (!e.ok()) return fail(e.status());
       batch.wait_event = *std::move(e);
     }
     if (!completion.signal_event().empty()) {
       absl::StatusOr<std::shared_ptr<Event>> e = SessionEvent(**session, *batch.backend, batch.device, completion.signal_event(), "completion.signal_event");
-      if (!e.ok()) return call.Finish(e.status());
+      if (!e.ok()) return fail(e.status());
       batch.signal_event = *std::move(e);
     }
     batch.keep_alive = binder.TakeRegions();
-    batch.done = [call, set_seconds = std::move(set_seconds)](absl::Status status, double seconds) {
-      if (status.ok()) set_seconds(seconds);
-      call.Finish(status);
+    batch.caller_may_block = caller_may_block;
+    batch.done = [finish = std::move(finish)](absl::Status status, double seconds) {
+      finish(status, seconds);
     };
-    // The reactor is finished from the executor's thread; this callback returns now.
     daemon_->executor().Submit(std::move(batch));
-    return call.reactor();
   }
 
   Daemon* const daemon_;

@@ -46,7 +46,8 @@ void Executor::Submit(ExecBatch batch) {
     if (q->backend == batch.backend && q->device == batch.device) {
       {
         std::lock_guard<std::mutex> lock(q->mu);
-        if (!(inline_async_ && batch.async && !q->running && q->pending.empty() && !q->stop)) {
+        const bool may_inline = (inline_async_ && batch.async) || batch.caller_may_block;
+        if (!(may_inline && !q->running && q->pending.empty() && !q->stop)) {
           q->pending.push_back(std::move(batch));
           q->depth->Increment();
           q->cv.notify_one();

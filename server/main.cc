@@ -32,6 +32,12 @@ ABSL_FLAG(uint32_t, max_batch_ops, 256, "Most ops in one Submit.");
 ABSL_FLAG(bool, inline_async, true,
           "Launch an ASYNC request that finds its device queue idle on the RPC's own thread "
           "(no hand-off to the queue's thread).");
+ABSL_FLAG(bool, submit_rings, true,
+          "Let sessions attach a shared-memory submit ring (AttachSubmitRing): op calls without "
+          "a gRPC round trip, one serving thread per ring.");
+ABSL_FLAG(uint32_t, ring_spin_us, 50,
+          "How long a submit ring's thread polls after a request before it sleeps on the "
+          "doorbell (a futex); 0: sleep at once.");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, autotune_cache_dir, "",
           "Directory of the autotune cache files, loaded at start and saved after every change "
@@ -67,6 +73,8 @@ int main(int argc, char** argv) {
   options.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.inline_async = absl::GetFlag(FLAGS_inline_async);
+  options.submit_rings = absl::GetFlag(FLAGS_submit_rings);
+  options.ring_spin = absl::Microseconds(absl::GetFlag(FLAGS_ring_spin_us));
   options.autotune.cache_dir = absl::GetFlag(FLAGS_autotune_cache_dir);
   options.autotune.background = absl::GetFlag(FLAGS_autotune_background);
 

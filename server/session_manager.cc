@@ -62,15 +62,39 @@ void Session::CacheEvent(const std::string& handle, std::shared_ptr<Event> event
   if (!ended_) events_[handle] = std::move(event);
 }
 
+absl::Status Session::Attach(const std::string& kind,
+                             std::unique_ptr<SessionAttachment> attachment) {
+  bool exists = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ended_ && attachments_.count(kind) == 0) {
+      attachments_.emplace(kind, std::move(attachment));
+      return absl::OkStatus();
+    }
+    exists = !ended_;
+  }
+  attachment->Stop();  // outside the lock: stopping may wait for a thread that takes it
+  attachment.reset();
+  if (exists) return absl::AlreadyExistsError(absl::StrCat("session_id=\"", id_, "\" already has a ", kind));
+  return absl::FailedPreconditionError(absl::StrCat("session_id=\"", id_, "\" has ended"));
+}
+
+bool Session::HasAttachment(const std::string& kind) const {
+  absl::MutexLock lock(&mu_);
+  return attachments_.count(kind) > 0;
+}
+
 SessionManager::SessionManager(SessionLimits limits) : limits_(limits) {}
 
-SessionManager::~SessionManager() {
+SessionManager::~SessionManager() { CloseAll("daemon shutting down"); }
+
+void SessionManager::CloseAll(const std::string& reason) {
   std::vector<std::string> ids;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) ids.push_back(id);
   }
-  for (const auto& id : ids) Close(id, "daemon shutting down").IgnoreError();
+  for (const auto& id : ids) Close(id, reason).IgnoreError();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Open(const std::string& client_name,
@@ -119,13 +143,18 @@ absl::StatusOr<uint32_t> SessionManager::Close(const std::string& session_id,
   std::map<uint64_t, BufferEntry> buffers;
   std::map<std::string, std::shared_ptr<Event>> events;
   std::function<void(const std::string&)> hook;
+  std::map<std::string, std::unique_ptr<SessionAttachment>> attachments;
   {
     absl::MutexLock lock(&session->mu_);
     session->ended_ = true;
     buffers.swap(session->buffers_);
     events.swap(session->events_);
     hook.swap(session->end_hook_);
+    attachments.swap(session->attachments_);
   }
+  // First, so that nothing attached starts another op on the session's buffers.
+  for (auto& [kind, attachment] : attachments) attachment->Stop();
+  attachments.clear();
   const uint32_t released = buffers.size();
   buffers.clear();  // unmaps / returns to the pool, unless an op in flight still holds a region
   events.clear();

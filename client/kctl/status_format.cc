@@ -152,6 +152,7 @@ std::string FormatStatusJson(const v1::StatusResponse& status) {
     w.Key("age_seconds").Double(s.age_seconds(), kSecondsDecimals);
     w.Key("idle_seconds").Double(s.idle_seconds(), kSecondsDecimals);
     w.Key("lease_seconds").Uint(s.lease_seconds());
+    w.Key("submit_ring").Bool(s.submit_ring());
     w.EndObject();
   }
   w.EndArray();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -23,6 +24,8 @@
 #include "kerneld/client/client.h"
 #include "kerneld/client/shm_buffer.h"
 #include "kerneld/client/tensor_ref.h"
+#include "kerneld/client/status.h"
+#include "proto/kerneld/v1/submit_ring.h"
 
 #ifndef KD_KERNELD_PATH
 #error "KD_KERNELD_PATH must name the kerneld binary"
@@ -305,6 +308,244 @@ TEST(NormalizeTargetTest, PathsBecomeUnixTargetsAndSchemesStay) {
   EXPECT_EQ(NormalizeTarget("unix-abstract:kd"), "unix-abstract:kd");
   EXPECT_EQ(NormalizeTarget("dns:///node:7070"), "dns:///node:7070");
   EXPECT_EQ(NormalizeTarget(""), "unix:/run/kerneld/kerneld.sock");
+}
+
+// ---- Submit rings: the op calls through shared memory (AttachSubmitRing) ----
+
+// Fills the bf16 input of `q` with a pattern of mixed magnitudes and signs.
+void FillInput(QuantizeBuffers& q, uint32_t seed) {
+  uint16_t* x = q.x.As<uint16_t>();
+  const size_t n = q.x.size() / 2;
+  uint32_t state = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    // sign, exponent 100..139, 7 mantissa bits: finite bf16 values from ~1e-8 to ~1e3
+    const uint16_t sign = (state >> 31) << 15;
+    const uint16_t exponent = 100 + (state >> 8) % 40;
+    x[i] = static_cast<uint16_t>(sign | (exponent << 7) | ((state >> 16) & 0x7f));
+  }
+}
+
+TEST_F(ClientDaemonTest, SubmitRingGivesTheSameBytesAndErrorsAsGrpc) {
+  std::unique_ptr<Client> plain = Connected();
+  std::unique_ptr<Client> ringed = Connected();
+  ASSERT_TRUE(plain->OpenSession("ring-peer").ok());
+  ASSERT_TRUE(ringed->OpenSession("ring").ok());
+  ASSERT_TRUE(ringed->AttachSubmitRing().ok());
+  EXPECT_TRUE(ringed->has_submit_ring());
+  const auto info = FindSession(ringed->session_id());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(info->submit_ring());
+  EXPECT_FALSE(FindSession(plain->session_id())->submit_ring());
+
+  QuantizeBuffers a = MakeQuantize(*plain, 64, 512);
+  QuantizeBuffers b = MakeQuantize(*ringed, 64, 512);
+  FillInput(a, 5);
+  FillInput(b, 5);
+  ASSERT_TRUE(plain->Quantize(a.op).ok());
+  const absl::StatusOr<OpResult> r = ringed->Quantize(b.op);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->kernel_seconds, 0.0);
+  EXPECT_EQ(std::memcmp(a.y.data(), b.y.data(), a.y.size()), 0);
+  EXPECT_EQ(std::memcmp(a.s.data(), b.s.data(), a.s.size()), 0);
+  EXPECT_TRUE(ringed->Submit({AsOp(b.op), AsOp(b.op)}).ok());
+  EXPECT_EQ(ringed->submit_ring_counts().ring_calls, 2u);
+  EXPECT_EQ(ringed->submit_ring_counts().fallbacks, 0u);
+
+  // Errors: the same code and message as the unary RPC, and the ring keeps serving.
+  QuantizeBuffers bad_a = MakeQuantize(*plain, 2, 100);
+  QuantizeBuffers bad_b = MakeQuantize(*ringed, 2, 100);
+  const absl::Status want = plain->Quantize(bad_a.op).status();
+  const absl::Status got = ringed->Quantize(bad_b.op).status();
+  EXPECT_EQ(got.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(got.code(), want.code());
+  EXPECT_EQ(got.message(), want.message());
+  v1::Op batch_bad = AsOp(bad_b.op);
+  const absl::Status batch = ringed->Submit({AsOp(b.op), batch_bad}).status();
+  EXPECT_EQ(batch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(batch.message().find("ops[1].quantize."), absl::string_view::npos) << batch;
+  v1::Completion async;
+  async.set_mode(v1::Completion::ASYNC);
+  EXPECT_EQ(ringed->Quantize(b.op, async).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ringed->Quantize(b.op).ok());
+  EXPECT_EQ(ringed->submit_ring_counts().fallbacks, 0u);
+}
+
+TEST_F(ClientDaemonTest, SubmitRingServesManyThreadsAndFallsBackToGrpcWhenFull) {
+  std::unique_ptr<Client> client = Connected();
+  ASSERT_TRUE(client->OpenSession("ring-threads").ok());
+  SubmitRingOptions ring;
+  ring.slots = 2;
+  ring.spin = absl::ZeroDuration();  // every wait sleeps on the futex
+  ASSERT_TRUE(client->AttachSubmitRing(ring).ok());
+  constexpr int kThreads = 6, kCalls = 25;
+  std::vector<QuantizeBuffers> buffers;
+  for (int t = 0; t < kThreads; ++t) {
+    buffers.push_back(MakeQuantize(*client, 32, 256));
+    FillInput(buffers.back(), t);
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        if (!client->Quantize(buffers[t].op).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const Client::SubmitRingCounts counts = client->submit_ring_counts();
+  EXPECT_EQ(counts.ring_calls + counts.fallbacks, uint64_t{kThreads * kCalls});
+  EXPECT_GT(counts.ring_calls, 0u);
+
+  // A request larger than a slot goes over gRPC, with the same result.
+  std::unique_ptr<Client> small = Connected();
+  ASSERT_TRUE(small->OpenSession("ring-small").ok());
+  SubmitRingOptions tiny;
+  tiny.slot_bytes = 4096;
+  ASSERT_TRUE(small->AttachSubmitRing(tiny).ok());
+  QuantizeBuffers q = MakeQuantize(*small, 32, 256);
+  std::vector<v1::Op> many(200, AsOp(q.op));  // ~20 KB serialized
+  EXPECT_TRUE(small->Submit(many).ok());
+  EXPECT_EQ(small->submit_ring_counts().fallbacks, 1u);
+  EXPECT_EQ(small->submit_ring_counts().ring_calls, 0u);
+}
+
+// A ring made by hand, as a client in another language would make it.
+struct RawRing {
+  ShmBuffer shm;
+  submit_ring::RingHeader* header() { return shm.As<submit_ring::RingHeader>(); }
+  submit_ring::SlotHeader* slot(uint32_t i) { return submit_ring::Slot(shm.data(), header()->slot_bytes, i); }
+  static RawRing Make(uint32_t slots, uint32_t slot_bytes) {
+    RawRing r{*ShmBuffer::Create(submit_ring::RingBytes(slots, slot_bytes))};
+    r.header()->magic = submit_ring::kMagic;
+    r.header()->version = submit_ring::kVersion;
+    r.header()->slots = slots;
+    r.header()->slot_bytes = slot_bytes;
+    return r;
+  }
+  // Publishes `bytes` in slot i and waits for the reply.
+  std::optional<v1::RingReply> Call(uint32_t i, const std::string& bytes,
+                                    absl::Duration timeout = absl::Seconds(5)) {
+    std::memcpy(submit_ring::Payload(slot(i)), bytes.data(), bytes.size());
+    slot(i)->length = static_cast<uint32_t>(bytes.size());
+    slot(i)->state.store(submit_ring::kRequest);
+    header()->doorbell.fetch_add(1);
+    submit_ring::FutexWakeAll(&header()->doorbell);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (slot(i)->state.load() != submit_ring::kReply) {
+      if (absl::Now() > deadline) return std::nullopt;
+      absl::SleepFor(absl::Microseconds(100));
+    }
+    v1::RingReply reply;
+    if (!reply.ParseFromArray(submit_ring::Payload(slot(i)), slot(i)->length)) return std::nullopt;
+    slot(i)->state.store(submit_ring::kFree);
+    return reply;
+  }
+};
+
+absl::Status Attach(Client& client, RawRing& ring, uint64_t size) {
+  v1::AttachSubmitRingRequest request;
+  request.set_session_id(client.session_id());
+  request.set_shm_name(ring.shm.name());
+  request.set_size(size);
+  v1::AttachSubmitRingResponse response;
+  grpc::ClientContext context;
+  return FromGrpcStatus(client.stub()->AttachSubmitRing(&context, request, &response));
+}
+
+TEST_F(ClientDaemonTest, AttachSubmitRingRejectsBadRingsNamingTheRule) {
+  std::unique_ptr<Client> client = Connected();
+  ASSERT_TRUE(client->OpenSession("ring-attach").ok());
+  const uint64_t size = submit_ring::RingBytes(2, 4096);
+  {
+    RawRing ring = RawRing::Make(2, 4096);
+    ring.header()->magic = 0x12345678;
+    const absl::Status s = Attach(*client, ring, size);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("magic"), absl::string_view::npos) << s;
+  }
+  {
+    RawRing ring = RawRing::Make(2, 4096);
+    ring.header()->slots = 3;  // the object is sized for 2
+    const absl::Status s = Attach(*client, ring, size);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("RingBytes"), absl::string_view::npos) << s;
+  }
+  {
+    RawRing ring = RawRing::Make(2, 4096);
+    const absl::Status s = Attach(*client, ring, size + 64);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("size="), absl::string_view::npos) << s;
+  }
+  {
+    RawRing ring = RawRing::Make(2, 1000);  // not a multiple of 64, under the minimum
+    const absl::Status s = Attach(*client, ring, submit_ring::RingBytes(2, 1000));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("slot_bytes=1000"), absl::string_view::npos) << s;
+  }
+  {
+    RawRing ring = RawRing::Make(2, 4096);
+    ASSERT_TRUE(ring.shm.Unlink().ok());
+    EXPECT_EQ(Attach(*client, ring, size).code(), absl::StatusCode::kNotFound);
+  }
+  RawRing ring = RawRing::Make(2, 4096);
+  ASSERT_TRUE(Attach(*client, ring, size).ok());
+  RawRing second = RawRing::Make(2, 4096);
+  EXPECT_EQ(Attach(*client, second, size).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(client->AttachSubmitRing().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(ClientDaemonTest, GarbageInARingSlotIsAnsweredAndTheRingKeepsServing) {
+  std::unique_ptr<Client> client = Connected();
+  ASSERT_TRUE(client->OpenSession("ring-garbage").ok());
+  RawRing ring = RawRing::Make(2, 4096);
+  ASSERT_TRUE(Attach(*client, ring, submit_ring::RingBytes(2, 4096)).ok());
+
+  std::optional<v1::RingReply> reply = ring.Call(0, std::string("\xff\xff\xff\xff\x0f garbage", 13));
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(reply->message().find("not a RingRequest"), std::string::npos) << reply->message();
+
+  // A length past the slot is refused without reading past it.
+  ring.slot(1)->length = 1u << 30;
+  ring.slot(1)->state.store(submit_ring::kRequest);
+  ring.header()->doorbell.fetch_add(1);
+  submit_ring::FutexWakeAll(&ring.header()->doorbell);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (ring.slot(1)->state.load() != submit_ring::kReply && absl::Now() < deadline) {
+    absl::SleepFor(absl::Microseconds(100));
+  }
+  ASSERT_EQ(ring.slot(1)->state.load(), submit_ring::kReply);
+  ring.slot(1)->state.store(submit_ring::kFree);
+
+  v1::RingRequest empty_call;
+  reply = ring.Call(1, empty_call.SerializeAsString());
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(reply->message().find("call is not set"), std::string::npos) << reply->message();
+
+  v1::RingRequest round_trip;
+  round_trip.mutable_submit();  // an empty batch
+  reply = ring.Call(0, round_trip.SerializeAsString());
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->code(), 0) << reply->message();
+  EXPECT_TRUE(client->Submit({}).ok());
+}
+
+TEST_F(ClientDaemonTest, EndingTheSessionDetachesItsRing) {
+  std::unique_ptr<Client> client = Connected();
+  ASSERT_TRUE(client->OpenSession("ring-detach").ok());
+  RawRing ring = RawRing::Make(2, 4096);
+  ASSERT_TRUE(Attach(*client, ring, submit_ring::RingBytes(2, 4096)).ok());
+  EXPECT_EQ(ring.header()->detached.load(), 0u);
+  ASSERT_TRUE(client->CloseSession().ok());
+  EXPECT_EQ(ring.header()->detached.load(), 1u);  // Close stops the ring before it returns
+  v1::RingRequest round_trip;
+  round_trip.mutable_submit();
+  // Nobody serves it any more.
+  EXPECT_FALSE(ring.Call(0, round_trip.SerializeAsString(), absl::Milliseconds(300)).has_value());
 }
 
 }  // namespace

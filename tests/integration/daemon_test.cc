@@ -124,11 +124,13 @@ class DaemonTest : public ::testing::Test {
     return absl::InfiniteDuration();
   }
 
-  std::unique_ptr<Subprocess> Pipeline(int64_t m, int64_t n, int64_t k, int groups, int iterations, int seed) {
+  std::unique_ptr<Subprocess> Pipeline(int64_t m, int64_t n, int64_t k, int groups, int iterations, int seed,
+                                       bool ring = false) {
     return std::make_unique<Subprocess>(std::vector<std::string>{
         KD_PIPELINE_CLIENT_PATH, "--socket=" + data_, absl::StrCat("--m=", m), absl::StrCat("--n=", n),
         absl::StrCat("--k=", k), absl::StrCat("--groups=", groups),
-        absl::StrCat("--iterations=", iterations), absl::StrCat("--seed=", seed)});
+        absl::StrCat("--iterations=", iterations), absl::StrCat("--seed=", seed),
+        absl::StrCat("--ring=", ring)});
   }
 
   TempDir dir_;
@@ -240,6 +242,43 @@ TEST_F(DaemonTest, MetricsCountRealRpcs) {
   EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"gemm\"", "variant=\"nt\""}), 2);
   EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"pad\"", "variant=\"a32\""}), 2);
   EXPECT_GT(delta("kerneld_kernel_duration_seconds_sum", {"op=\"gemm\""}), 0);
+}
+
+TEST_F(DaemonTest, PipelinesThroughSubmitRingsAreCorrectAndCountedAsRingCalls) {
+  const std::string before = HttpGet(metrics_, "/metrics");
+  // Two processes at once, each checking every result against its own reference.
+  auto a = Pipeline(128, 256, 256, 2, 2, 11, /*ring=*/true);
+  auto b = Pipeline(130, 200, 384, 3, 2, 12, /*ring=*/true);
+  EXPECT_EQ(a->Wait(absl::Seconds(120)), 0) << a->Output();
+  EXPECT_EQ(b->Wait(absl::Seconds(120)), 0) << b->Output();
+  const std::string after = HttpGet(metrics_, "/metrics");
+  auto delta = [&](const std::string& name, const std::vector<std::string>& labels) {
+    return SumSamples(after, name, labels) - SumSamples(before, name, labels);
+  };
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Quantize\"", "code=\"OK\""}), 4);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Gemm\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Submit\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"AttachSubmitRing\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Quantize\""}), 0);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Submit\""}), 0);
+  EXPECT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5));
+}
+
+TEST_F(DaemonTest, SigkilledRingClientIsReleasedAndOthersKeepServing) {
+  Subprocess holder({KD_PIPELINE_CLIENT_PATH, "--socket=" + data_, "--hold", "--ring"});
+  const std::string ready = holder.ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(absl::StartsWith(ready, "READY ")) << ready;
+  const std::string json = Status();
+  EXPECT_EQ(JsonInt(json, "sessions_active"), 1);
+  EXPECT_NE(json.find("\"submit_ring\": true"), std::string::npos) << json;
+
+  holder.Kill(SIGKILL);
+  EXPECT_EQ(holder.Wait(absl::Seconds(5)), 128 + SIGKILL);
+  EXPECT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5))
+      << "the session of a SIGKILLed ring client was not released";
+  EXPECT_EQ(PoolObjects(daemon_->pid()), 0);
+  // The daemon serves the next ring client.
+  EXPECT_EQ(Pipeline(128, 128, 256, 2, 1, 13, /*ring=*/true)->Wait(absl::Seconds(120)), 0);
 }
 
 TEST_F(DaemonTest, KctlStatusShowsTheDaemon) {

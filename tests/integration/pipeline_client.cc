@@ -32,6 +32,7 @@ ABSL_FLAG(int, alignment, 32, "pad alignment");
 ABSL_FLAG(int, iterations, 2, "pipelines to run");
 ABSL_FLAG(uint32_t, seed, 1, "random seed");
 ABSL_FLAG(bool, hold, false, "register buffers, print READY, and sleep until killed");
+ABSL_FLAG(bool, ring, false, "attach a submit ring: every op call goes through shared memory");
 
 namespace {
 
@@ -286,5 +287,6 @@ int main(int argc, char** argv) {
   auto client = Client::Connect(absl::GetFlag(FLAGS_socket));
   CHECK_OK(client.status());
   CHECK_OK((*client)->OpenSession(absl::StrCat("pipeline-", getpid())));
+  if (absl::GetFlag(FLAGS_ring)) CHECK_OK((*client)->AttachSubmitRing());
   return absl::GetFlag(FLAGS_hold) ? Hold(**client) : RunPipelines(**client);
 }

@@ -105,7 +105,8 @@ class ExecutorTest : public ::testing::Test {
 
   // Submits one pad batch for `session`; `done` gets its status and the thread that reported it.
   void SubmitPad(const std::string& session, bool async,
-                 std::function<void(absl::Status, std::thread::id)> done) {
+                 std::function<void(absl::Status, std::thread::id)> done,
+                 bool caller_may_block = false) {
     PadArgs pad;
     pad.input = HostTensor(input_.data(), DType::kBF16, {4, 8});
     pad.group_ends = HostTensor(ends_.data(), DType::kI32, {2});
@@ -117,6 +118,7 @@ class ExecutorTest : public ::testing::Test {
     batch.session_id = session;
     batch.ops.push_back(pad);
     batch.async = async;
+    batch.caller_may_block = caller_may_block;
     if (async) batch.signal_event = std::make_shared<NoopEvent>();
     batch.done = [done = std::move(done)](absl::Status s, double) {
       done(std::move(s), std::this_thread::get_id());
@@ -220,6 +222,19 @@ TEST_F(ExecutorTest, AsyncBatchWaitsBehindARunningBatchAndKeepsOrder) {
   both.wait();
   std::lock_guard<std::mutex> lock(seen->mu);
   EXPECT_EQ(seen->order, (std::vector<std::string>{"sync", "async"}));
+}
+
+TEST_F(ExecutorTest, SyncBatchOfACallerThatMayBlockRunsOnItOnAnIdleQueue) {
+  // A submit ring's thread may wait for a SYNC batch; an RPC callback may not (test above).
+  auto sync_thread = std::make_shared<std::thread::id>();
+  SubmitPad("s1", /*async=*/false,
+            [sync_thread](absl::Status s, std::thread::id t) {
+              EXPECT_TRUE(s.ok()) << s;
+              *sync_thread = t;
+            },
+            /*caller_may_block=*/true);
+  EXPECT_EQ(*sync_thread, std::this_thread::get_id()) << "done before Submit returned, inline";
+  EXPECT_EQ(padded_ends_[1], 32);
 }
 
 TEST_F(ExecutorTest, WithoutInlineAsyncEveryBatchRunsOnTheQueuesThread) {

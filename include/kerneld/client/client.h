@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,6 +37,9 @@ namespace kd {
 namespace client {
 
 namespace v1 = ::kerneld::v1;
+namespace internal {
+class SubmitRingClient;
+}  // namespace internal
 
 // The data socket the packaged daemon listens on (deploy/).
 inline constexpr char kDefaultDataSocket[] = "/run/kerneld/kerneld.sock";
@@ -58,6 +62,22 @@ struct ClientOptions {
   // tag to the same target may (gRPC's subchannel pool). Benchmarks use it to measure several
   // independent connections from one process.
   int channel_tag = 0;
+};
+
+// A submit ring (Client::AttachSubmitRing): op calls through shared memory and futexes
+// instead of gRPC round trips.
+struct SubmitRingOptions {
+  // Calls in flight at once; a call that finds every slot busy goes over gRPC.
+  uint32_t slots = 8;
+  // Largest serialized request (and reply) per slot; a larger request goes over gRPC.
+  uint32_t slot_bytes = 64 << 10;
+  // How long a caller polls its slot before it sleeps on it. Polling holds a core while it
+  // lasts and saves a futex wake-up (a few µs, more on a busy host) when the reply comes
+  // within it; a SYNC op's reply comes after its kernel, so raise it for latency-critical
+  // small ops.
+  absl::Duration spin = absl::Microseconds(100);
+  // The ring's shm object (created by the client, unlinked once the daemon mapped it).
+  ShmOptions shm;
 };
 
 // The result of one op call or batch.
@@ -151,6 +171,22 @@ class Client {
   absl::StatusOr<OpResult> Submit(absl::Span<const v1::Op> ops,
                                   const v1::Completion& completion = {});
 
+  // Moves the session's op calls (Quantize, Gemm, Pad, Unpad, Submit) onto a submit ring:
+  // a shm object this process creates and the daemon maps, served by a daemon thread of its
+  // own until the session ends. Calls keep their semantics, statuses and deadlines
+  // (options().op_timeout) and save the gRPC round trip (60-130 µs on a Unix socket). A call
+  // goes over gRPC instead when every slot is busy or its request is larger than a slot.
+  // FAILED_PRECONDITION without a session or with a ring already attached; the daemon's
+  // status otherwise (FAILED_PRECONDITION when it runs with --submit_rings=false). Must not
+  // run concurrently with other calls. The ring goes with the session.
+  absl::Status AttachSubmitRing(const SubmitRingOptions& ring_options = {});
+  bool has_submit_ring() const { return ring_ != nullptr; }
+  struct SubmitRingCounts {
+    uint64_t ring_calls = 0;  // op calls answered through the ring
+    uint64_t fallbacks = 0;   // op calls that went over gRPC: every slot busy, or too large
+  };
+  SubmitRingCounts submit_ring_counts() const;
+
   const ClientOptions& options() const { return options_; }
   const std::string& target() const { return target_; }
   // For calls this class does not wrap. Thread-safe.
@@ -161,12 +197,15 @@ class Client {
 
   Client(std::string target, const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
   absl::Status RequireSession() const;
+  // The call through the ring; nullopt when there is no ring, no free slot or no room.
+  std::optional<absl::StatusOr<OpResult>> TryRing(const v1::RingRequest& request);
 
   std::string target_;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DataPlane::Stub> stub_;
   std::unique_ptr<SessionStream> session_;
+  std::unique_ptr<internal::SubmitRingClient> ring_;
 };
 
 // Small builders of the op messages for the common forms. TensorRefs come from

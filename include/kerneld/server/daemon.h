@@ -32,6 +32,10 @@ struct DaemonOptions {
   uint32_t max_batch_ops = 256;
   // An ASYNC batch arriving at an idle device queue is launched on the RPC's own thread.
   bool inline_async = true;
+  // Sessions may attach a submit ring (AttachSubmitRing); its thread polls this long after a
+  // request before it sleeps on the ring's doorbell.
+  bool submit_rings = true;
+  absl::Duration ring_spin = absl::Microseconds(50);
   int max_message_bytes = 4 << 20;
   absl::Duration reap_interval = absl::Milliseconds(200);
   AutotuneOptions autotune;

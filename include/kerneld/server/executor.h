@@ -6,7 +6,8 @@
 // called from the queue's thread, except that with `inline_async` an ASYNC batch submitted while
 // its queue is idle (nothing pending, nothing running) runs on the submitting thread: enqueueing
 // a launch is short, and skipping the hand-off to the queue's thread and back takes a thread
-// wake-up off each end of the request. A SYNC batch's status includes its ops' device-side checks (pad/unpad group
+// wake-up off each end of the request. A batch marked caller_may_block (a submit ring's thread)
+// runs inline on an idle queue whether SYNC or ASYNC. A SYNC batch's status includes its ops' device-side checks (pad/unpad group
 // ends); an ASYNC batch's are known only later, and a failure is reported by failing the same
 // session's next batch (FAILED_PRECONDITION naming the failure) before it runs. Kernel times go to kerneld_kernel_duration_seconds as the backend delivers
 // them. RPC callbacks never wait on a device here: they enqueue, or launch an ASYNC batch inline.
@@ -45,6 +46,10 @@ struct ExecBatch {
   std::string session_id;
   // A Submit batch: errors name the op as "ops[i].<op>.", as validation does.
   bool batched = false;
+  // The submitting thread may block until the batch completes (a submit ring's thread, not an
+  // RPC callback): a SYNC batch that finds its queue idle runs on it too, like an inline ASYNC
+  // one, which saves the hand-off to the queue's thread and back.
+  bool caller_may_block = false;
   std::function<void(absl::Status status, double kernel_seconds)> done;
 };
 

@@ -33,6 +33,17 @@ struct SessionLimits {
   uint32_t max_lease_seconds = 3600;
 };
 
+// Something a session owns besides buffers and events, such as a submit ring's serving thread.
+// Stop() is called once when the session ends, outside every lock of the session manager.
+class SessionAttachment {
+ public:
+  virtual ~SessionAttachment() = default;
+  virtual void Stop() = 0;
+};
+
+// The attachment kind of a session's submit ring (AttachSubmitRing).
+inline constexpr char kSubmitRingAttachment[] = "submit ring";
+
 struct BufferEntry {
   uint64_t id = 0;
   std::shared_ptr<const Region> region;
@@ -67,6 +78,12 @@ class Session {
   std::shared_ptr<Event> CachedEvent(const std::string& handle) const ABSL_LOCKS_EXCLUDED(mu_);
   void CacheEvent(const std::string& handle, std::shared_ptr<Event> event) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Adds an attachment under `kind` (e.g. "submit ring"). ALREADY_EXISTS if the session has one
+  // of that kind; FAILED_PRECONDITION if the session has ended (the attachment is stopped then).
+  absl::Status Attach(const std::string& kind, std::unique_ptr<SessionAttachment> attachment)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasAttachment(const std::string& kind) const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   friend class SessionManager;
 
@@ -81,6 +98,7 @@ class Session {
   uint64_t next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, BufferEntry> buffers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Event>> events_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<SessionAttachment>> attachments_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&)> end_hook_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -118,6 +136,8 @@ class SessionManager {
 
   // Ends sessions whose lease expired. Called periodically by the daemon.
   void ReapExpired();
+  // Ends every session (daemon shutdown).
+  void CloseAll(const std::string& reason);
 
   ManagerStats Stats() const;
   std::vector<std::shared_ptr<Session>> List() const;

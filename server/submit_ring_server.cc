@@ -1,0 +1,192 @@
+#include "server/submit_ring_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "proto/kerneld/v1/submit_ring.h"
+
+namespace kd {
+
+namespace sr = submit_ring;
+
+struct SubmitRingServer::Mapping {
+  void* base = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (base != nullptr) munmap(base, size);
+  }
+  sr::RingHeader* header() const { return static_cast<sr::RingHeader*>(base); }
+};
+
+absl::StatusOr<std::unique_ptr<SubmitRingServer>> SubmitRingServer::Open(
+    const std::string& shm_name, uint64_t size, absl::Duration spin, Handler handler) {
+  if (shm_name.empty() || shm_name[0] != '/' || shm_name.find('/', 1) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("shm_name=\"", shm_name, "\" must be \"/name\" with no other '/'"));
+  }
+  if (size < sizeof(sr::RingHeader)) {
+    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is smaller than the ", sizeof(sr::RingHeader), "-byte ring header"));
+  }
+  const int fd = shm_open(shm_name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string what = absl::StrCat("shm_name=\"", shm_name, "\": shm_open: ", strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(what);
+    if (err == EACCES) return absl::PermissionDeniedError(what);
+    return absl::InvalidArgumentError(what);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != size) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is not the size of shm_name=\"", shm_name, "\" (", st.st_size, " bytes)"));
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("mmap of shm_name=\"", shm_name, "\": ", strerror(errno)));
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->base = base;
+  mapping->size = size;
+  // The geometry is read once; the thread never trusts the header's copy again.
+  const sr::RingHeader* h = mapping->header();
+  const uint32_t magic = h->magic, version = h->version, slots = h->slots, slot_bytes = h->slot_bytes;
+  if (magic != sr::kMagic) {
+    return absl::InvalidArgumentError(absl::StrCat("ring header: magic=0x", absl::Hex(magic), " is not 0x", absl::Hex(sr::kMagic)));
+  }
+  if (version != sr::kVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("ring header: version=", version, " is not supported (", sr::kVersion, ")"));
+  }
+  absl::Status geometry = sr::CheckGeometry(slots, slot_bytes);
+  if (!geometry.ok()) return absl::InvalidArgumentError(absl::StrCat("ring header: ", geometry.message()));
+  if (sr::RingBytes(slots, slot_bytes) != size) {
+    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is not RingBytes(slots=", slots, ", slot_bytes=", slot_bytes, ")=", sr::RingBytes(slots, slot_bytes)));
+  }
+  return std::unique_ptr<SubmitRingServer>(
+      new SubmitRingServer(std::move(mapping), slots, slot_bytes, spin, std::move(handler)));
+}
+
+SubmitRingServer::SubmitRingServer(std::shared_ptr<Mapping> mapping, uint32_t slots,
+                                   uint32_t slot_bytes, absl::Duration spin, Handler handler)
+    : mapping_(std::move(mapping)),
+      slots_(slots),
+      slot_bytes_(slot_bytes),
+      spin_(spin),
+      handler_(std::move(handler)) {
+  mapping_->header()->detached.store(0);
+  thread_ = std::thread([this] { Serve(); });
+}
+
+SubmitRingServer::~SubmitRingServer() { Stop(); }
+
+void SubmitRingServer::Stop() {
+  if (stop_.exchange(true)) {
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+    return;
+  }
+  sr::RingHeader* h = mapping_->header();
+  h->doorbell.fetch_add(1);
+  sr::FutexWakeAll(&h->doorbell);
+  if (thread_.joinable()) {
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
+  }
+  h->detached.store(1);
+  for (uint32_t i = 0; i < slots_; ++i) sr::FutexWakeAll(&sr::Slot(mapping_->base, slot_bytes_, i)->state);
+}
+
+void SubmitRingServer::Serve() {
+  sr::RingHeader* h = mapping_->header();
+  absl::Time last_request = absl::InfinitePast();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const uint32_t seen = h->doorbell.load();
+    bool took = false;
+    for (uint32_t i = 0; i < slots_ && !stop_.load(std::memory_order_relaxed); ++i) took |= TakeSlot(i);
+    if (took) {
+      last_request = absl::Now();
+      continue;
+    }
+    if (absl::Now() - last_request < spin_) {
+      sr::CpuRelax();
+      continue;
+    }
+    // Sleep until the doorbell moves. The flag is published before the slots are re-read, and
+    // a client reads it after publishing its request, so one of the two sees the other.
+    h->daemon_sleeping.store(1);
+    bool pending = h->doorbell.load() != seen;
+    for (uint32_t i = 0; i < slots_ && !pending; ++i) {
+      pending = sr::Slot(mapping_->base, slot_bytes_, i)->state.load() == sr::kRequest;
+    }
+    if (!pending) sr::FutexWait(&h->doorbell, seen, absl::Milliseconds(200));
+    h->daemon_sleeping.store(0);
+  }
+}
+
+bool SubmitRingServer::TakeSlot(uint32_t i) {
+  sr::SlotHeader* slot = sr::Slot(mapping_->base, slot_bytes_, i);
+  uint32_t expected = sr::kRequest;
+  if (slot->state.load(std::memory_order_relaxed) != sr::kRequest ||
+      !slot->state.compare_exchange_strong(expected, sr::kTaken)) {
+    return false;
+  }
+  const uint32_t length = slot->length;  // read once
+  ReplyFn reply = [mapping = mapping_, slot_bytes = slot_bytes_, i](const absl::Status& status,
+                                                                     double seconds) {
+    WriteReply(*mapping, slot_bytes, i, status, seconds);
+  };
+  if (length > slot_bytes_) {
+    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": length=", length, " exceeds slot_bytes=", slot_bytes_)), 0.0);
+    return true;
+  }
+  // Copied out first: the client can rewrite its slot at any time, the parse must see one
+  // version of the bytes.
+  std::string bytes(reinterpret_cast<const char*>(sr::Payload(slot)), length);
+  v1::RingRequest request;
+  if (!request.ParseFromString(bytes)) {
+    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": the ", length, " bytes are not a RingRequest")), 0.0);
+    return true;
+  }
+  if (request.call_case() == v1::RingRequest::CALL_NOT_SET) {
+    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": call is not set (one of quantize, gemm, pad, unpad, submit)")), 0.0);
+    return true;
+  }
+  handler_(request, std::move(reply));
+  return true;
+}
+
+void SubmitRingServer::WriteReply(Mapping& mapping, uint32_t slot_bytes, uint32_t i,
+                                  const absl::Status& status, double kernel_seconds) {
+  sr::SlotHeader* slot = sr::Slot(mapping.base, slot_bytes, i);
+  v1::RingReply reply;
+  reply.set_code(static_cast<int>(status.code()));
+  // A message too long for the slot is cut (it names the field first, so the cut keeps that).
+  std::string message(status.message());
+  const size_t budget = slot_bytes > 64 ? slot_bytes - 64 : 0;
+  if (message.size() > budget) message.resize(budget);
+  reply.set_message(std::move(message));
+  reply.set_kernel_seconds(kernel_seconds);
+  const size_t n = reply.ByteSizeLong();
+  if (n <= slot_bytes && reply.SerializeToArray(sr::Payload(slot), static_cast<int>(n))) {
+    slot->length = static_cast<uint32_t>(n);
+  } else {
+    slot->length = 0;  // an empty RingReply: code 0 would read OK, so say INTERNAL instead
+    v1::RingReply internal;
+    internal.set_code(static_cast<int>(absl::StatusCode::kInternal));
+    const size_t m = internal.ByteSizeLong();
+    if (internal.SerializeToArray(sr::Payload(slot), static_cast<int>(m))) slot->length = static_cast<uint32_t>(m);
+  }
+  slot->state.store(sr::kReply);
+  if (slot->client_sleeping.load() != 0) sr::FutexWakeAll(&slot->state);
+}
+
+}  // namespace kd

@@ -85,6 +85,7 @@ std::optional<absl::StatusOr<double>> SubmitRingClient::Call(
 
   const absl::Time spin_end = absl::Now() + spin_;
   absl::Time next_session_check = absl::Now() + absl::Milliseconds(50);
+  uint32_t spins = 0;
   for (;;) {
     uint32_t state = slot->state.load();
     if (state == sr::kReply) break;
@@ -107,7 +108,7 @@ std::optional<absl::StatusOr<double>> SubmitRingClient::Call(
       return absl::StatusOr<double>(absl::DeadlineExceededError("the op's deadline passed while it ran on the submit ring"));
     }
     if (now < spin_end) {
-      sr::CpuRelax();
+      sr::SpinPause(spins);
       continue;
     }
     if (now >= next_session_check) {

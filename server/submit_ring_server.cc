@@ -108,6 +108,7 @@ void SubmitRingServer::Stop() {
 void SubmitRingServer::Serve() {
   sr::RingHeader* h = mapping_->header();
   absl::Time last_request = absl::InfinitePast();
+  uint32_t spins = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t seen = h->doorbell.load();
     bool took = false;
@@ -117,7 +118,7 @@ void SubmitRingServer::Serve() {
       continue;
     }
     if (absl::Now() - last_request < spin_) {
-      sr::CpuRelax();
+      sr::SpinPause(spins);
       continue;
     }
     // Sleep until the doorbell moves. The flag is published before the slots are re-read, and

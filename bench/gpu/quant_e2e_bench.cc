@@ -9,9 +9,12 @@
 // Two same-run references split the time: the gRPC round trip alone (an empty Submit, which the
 // daemon answers without touching a device) and the same Quantize on a 128x128 input, whose
 // kernel takes a few microseconds (the daemon's request path plus the round trip).
+// TRANSPORT "ring" attaches a submit ring (Client::AttachSubmitRing) so that every call goes
+// through shared memory instead of a gRPC round trip (the floor is then the ring's round trip);
+// env KD_E2E_RING_SPIN_US sets how long a caller polls its slot (default: the client's).
 // Prints one JSON document.
 //
-//   quant_e2e_bench SOCKET [REPS [M K]]
+//   quant_e2e_bench SOCKET [REPS [M K [TRANSPORT]]]     TRANSPORT: grpc (default) or ring
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -71,13 +74,22 @@ double Percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) Die("usage: quant_e2e_bench SOCKET [REPS]");
+  if (argc < 2) Die("usage: quant_e2e_bench SOCKET [REPS [M K [grpc|ring]]]");
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
   const int64_t m = argc > 4 ? std::atoll(argv[3]) : 8192, k = argc > 4 ? std::atoll(argv[4]) : 4096;
   if (reps < 4 || m < 128 || k < 128 || m % 128 != 0 || k % 128 != 0) Die("bad REPS, M or K");
   auto c = kd::client::Client::Connect(argv[1]);
   if (!c.ok()) Die("Connect: " + c.status().ToString());
   if (absl::Status s = (*c)->OpenSession("quant_e2e_bench"); !s.ok()) Die(s.ToString());
+  const std::string transport = argc > 5 ? argv[5] : "grpc";
+  if (transport != "grpc" && transport != "ring") Die("TRANSPORT must be grpc or ring");
+  kd::client::SubmitRingOptions ring;
+  if (const char* spin = std::getenv("KD_E2E_RING_SPIN_US")) {
+    ring.spin = absl::Microseconds(std::atoi(spin));
+  }
+  if (transport == "ring") {
+    if (absl::Status s = (*c)->AttachSubmitRing(ring); !s.ok()) Die("AttachSubmitRing: " + s.ToString());
+  }
   char *in = nullptr, *out = nullptr, *sc = nullptr;
   const uint64_t in_id = RegisterSlice(**c, &in, m * k * 2, 1 << 20);
   const uint64_t out_id = RegisterSlice(**c, &out, m * k, 4096);
@@ -181,6 +193,8 @@ int main(int argc, char** argv) {
   const double kernel = Median(kernel_us);
   std::printf(
       "{\n  \"device\": \"%s\",\n  \"op\": \"quantize 1x128 bf16>e4m3fn %lldx%lld\",\n"
+      "  \"transport\": \"%s\", \"client_spin_us\": %.0f, \"ring_calls\": %llu,"
+      " \"ring_fallbacks\": %llu,\n"
       "  \"reps\": %d,\n  \"kernel_us_median\": %.1f,\n"
       "  \"sync_us_median\": %.1f, \"sync_us_p90\": %.1f, \"sync_ratio\": %.3f,\n"
       "  \"async_us_median\": %.1f, \"async_us_p90\": %.1f, \"async_ratio\": %.3f,\n"
@@ -189,7 +203,10 @@ int main(int argc, char** argv) {
       "  \"rpc_floor_empty_submit_us_median\": %.1f, \"rpc_floor_us_p90\": %.1f,\n"
       "  \"tiny_128x128_kernel_us_median\": %.1f, \"tiny_sync_us_median\": %.1f,"
       " \"tiny_async_us_median\": %.1f\n}\n",
-      prop.name, static_cast<long long>(m), static_cast<long long>(k), reps, kernel,
+      prop.name, static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
+      absl::ToDoubleMicroseconds(ring.spin),
+      static_cast<unsigned long long>((*c)->submit_ring_counts().ring_calls),
+      static_cast<unsigned long long>((*c)->submit_ring_counts().fallbacks), reps, kernel,
       Median(sync_us), Percentile(sync_us, 0.9), Median(sync_us) / kernel, Median(async_us),
       Percentile(async_us, 0.9), Median(async_us) / kernel, pipe1, pipe1 / kernel, pipe4,
       pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),

@@ -2,9 +2,10 @@
 # End-to-end Quantize latency through a real kerneld on the CUDA backend, from a bundle made by
 # /work/shared/tools/gpu-bundle (bin/kerneld, bin/quant_e2e_bench, lib/). The daemon runs once
 # with --inline_async (the default) and once without, in the same run, and each time the bench
-# measures 8192x4096 and 32768x7168.
+# measures 8192x4096 and 32768x7168 over gRPC; against the default daemon it also measures both
+# through a submit ring (client spin: the library's default, then 1 ms).
 #   run_e2e.sh BUNDLE_DIR OUT_DIR [REPS]
-# Writes e2e_inline.json, e2e_queued.json and kerneld_*.log under OUT_DIR.
+# Writes e2e_inline.json, e2e_queued.json, e2e_ring.json and kerneld_*.log under OUT_DIR.
 set -u
 bundle=$(cd "$1" && pwd); out=$2; reps=${3:-300}
 export LD_LIBRARY_PATH=$bundle/lib
@@ -22,14 +23,27 @@ for mode in inline queued; do
     timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168
     echo "]"
   } > "$out/e2e_$mode.json"
+  if [ $mode = inline ]; then
+    {
+      echo "["
+      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096 ring
+      echo ","
+      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168 ring
+      echo ","
+      KD_E2E_RING_SPIN_US=1000 timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096 ring
+      echo ","
+      KD_E2E_RING_SPIN_US=1000 timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168 ring
+      echo "]"
+    } > "$out/e2e_ring.json"
+  fi
   kill $daemon; wait $daemon
   rm -f $sock/*.sock
 done
 python3 - "$out" <<'PY'
 import json, sys
-for mode in ("inline", "queued"):
+for mode in ("inline", "queued", "ring"):
     for r in json.load(open(f"{sys.argv[1]}/e2e_{mode}.json")):
-        print(mode, r["op"], "kernel", r["kernel_us_median"], "sync", r["sync_us_median"],
+        print(mode, r["transport"], "spin", r["client_spin_us"], r["op"], "kernel", r["kernel_us_median"], "sync", r["sync_us_median"],
               r["sync_ratio"], "async", r["async_us_median"], r["async_ratio"],
               "pipe4", r["async_pipelined_4threads_us_per_op"], "floor",
               r["rpc_floor_empty_submit_us_median"], "tiny sync/async",

@@ -9,6 +9,7 @@
 // processes and as threads of one process, every client on its own connection and session):
 //   submit_empty     Submit with no ops: the round trip of the RPC path alone
 //   quantize_small   Quantize 1x128 of a --quantize_rows x --quantize_cols bf16 matrix
+// With --ring every client attaches a submit ring, so the same calls go through shared memory.
 // Each reports p50/p90/p99/max of the client-side round trip, the daemon-reported kernel time
 // (p50), and the calls per second all clients completed together.
 //
@@ -61,6 +62,8 @@ ABSL_FLAG(int, warmup, 200, "unmeasured calls per client before each case");
 ABSL_FLAG(int, clients, 4, "concurrent clients");
 ABSL_FLAG(int64_t, quantize_rows, 128, "rows (M) of the small quantize");
 ABSL_FLAG(int64_t, quantize_cols, 128, "columns (K) of the small quantize, a multiple of 128");
+ABSL_FLAG(bool, ring, false,
+          "every client attaches a submit ring: op calls through shared memory, not gRPC");
 ABSL_FLAG(bool, throughput, false, "also measure CPU kernel throughput with larger ops");
 ABSL_FLAG(int, throughput_iterations, 10, "measured calls per throughput case");
 ABSL_FLAG(std::string, quantize_large, "4096x4096", "MxK of the throughput quantize");
@@ -125,6 +128,9 @@ class Workload {
     auto w = std::unique_ptr<Workload>(new Workload(*std::move(client)));
     if (absl::Status s = w->client_->OpenSession(absl::StrCat("rpc_bench-", tag)); !s.ok()) {
       return s;
+    }
+    if (absl::GetFlag(FLAGS_ring)) {
+      if (absl::Status s = w->client_->AttachSubmitRing(); !s.ok()) return s;
     }
     return w;
   }
@@ -659,6 +665,7 @@ int main(int argc, char** argv) {
   std::printf("{\n  \"benchmark\": \"rpc\",\n  \"socket\": \"%s\",\n  \"daemon\": \"%s\",\n",
               daemon_path.empty() ? socket.c_str() : "(temporary)",
               daemon_path.empty() ? "external" : "spawned --backend=cpu");
+  std::printf("  \"transport\": \"%s\",\n", absl::GetFlag(FLAGS_ring) ? "submit ring" : "grpc");
   std::printf("  \"host_cpus\": %u,\n  \"iterations\": %d,\n  \"warmup\": %d,\n",
               std::thread::hardware_concurrency(), absl::GetFlag(FLAGS_iterations),
               absl::GetFlag(FLAGS_warmup));

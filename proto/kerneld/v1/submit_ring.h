@@ -87,8 +87,10 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration ti
 // Wakes every sleeper on `word`.
 void FutexWakeAll(std::atomic<uint32_t>* word);
 
-// A CPU hint for a spin-wait loop.
-void CpuRelax();
+// One step of a spin-wait loop: a CPU pause hint, and every 32nd call a sched_yield so that a
+// spinning thread gives its core to runnable threads on a busy host (the other side of the ring
+// among them) instead of holding it for the whole spin.
+void SpinPause(uint32_t& count);
 
 }  // namespace submit_ring
 }  // namespace kd

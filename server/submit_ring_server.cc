@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/shm_guard.h"
 #include "proto/kerneld/v1/submit_ring.h"
 
 namespace kd {
@@ -20,7 +21,11 @@ namespace sr = submit_ring;
 struct SubmitRingServer::Mapping {
   void* base = nullptr;
   size_t size = 0;
+  // The client can shrink the object under the mapping; a fault then zeroes the ring instead
+  // of killing the daemon, and the ring's thread stops serving it.
+  std::unique_ptr<ShmWatch> watch;
   ~Mapping() {
+    watch.reset();
     if (base != nullptr) munmap(base, size);
   }
   sr::RingHeader* header() const { return static_cast<sr::RingHeader*>(base); }
@@ -55,6 +60,7 @@ absl::StatusOr<std::unique_ptr<SubmitRingServer>> SubmitRingServer::Open(
   auto mapping = std::make_shared<Mapping>();
   mapping->base = base;
   mapping->size = size;
+  mapping->watch = std::make_unique<ShmWatch>(base, size);
   // The geometry is read once; the thread never trusts the header's copy again.
   const sr::RingHeader* h = mapping->header();
   const uint32_t magic = h->magic, version = h->version, slots = h->slots, slot_bytes = h->slot_bytes;
@@ -110,6 +116,7 @@ void SubmitRingServer::Serve() {
   absl::Time last_request = absl::InfinitePast();
   uint32_t spins = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (mapping_->watch->faulted()) return;  // the client truncated its ring: nothing to serve
     const uint32_t seen = h->doorbell.load();
     bool took = false;
     for (uint32_t i = 0; i < slots_ && !stop_.load(std::memory_order_relaxed); ++i) took |= TakeSlot(i);

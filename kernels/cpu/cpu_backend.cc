@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/registry.h"
+#include "kerneld/kernels/shm_guard.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -28,10 +30,16 @@ class ShmRegion : public Region {
  public:
   ShmRegion(void* data, uint64_t size, bool owned, std::string name,
             std::atomic<uint64_t>* counter)
-      : data_(data), size_(size), owned_(owned), name_(std::move(name)), counter_(counter) {
+      : data_(data),
+        size_(size),
+        owned_(owned),
+        name_(std::move(name)),
+        counter_(counter),
+        watch_(std::make_unique<ShmWatch>(data, size)) {
     counter_->fetch_add(size_);
   }
   ~ShmRegion() override {
+    watch_.reset();  // before the range can be reused by another mapping
     munmap(data_, size_);
     if (owned_) shm_unlink(name_.c_str());
     counter_->fetch_sub(size_);
@@ -48,7 +56,24 @@ class ShmRegion : public Region {
   bool owned_;
   std::string name_;
   std::atomic<uint64_t>* counter_;
+  // Another process can shrink the object under the mapping (ftruncate); then an access past
+  // the new end is absorbed instead of killing the daemon, and ops on it fail (CheckNotTruncated).
+  std::unique_ptr<ShmWatch> watch_;
 };
+
+// FAILED_PRECONDITION naming the first tensor of `op` whose shared memory was truncated by
+// another process while mapped (its contents are gone); OK otherwise. One atomic load unless a
+// truncation ever happened in this process.
+absl::Status CheckNotTruncated(const Op& op) {
+  if (ShmFaultCount() == 0) return absl::OkStatus();
+  for (const NamedTensor& t : OpTensors(op)) {
+    if (t.tensor->data != nullptr && ShmFaultedAt(t.tensor->data)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          t.field, ": its shared-memory object was truncated by another process while the daemon had it mapped; the buffer's contents are gone (release it and register a new one)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 class CpuStream : public Stream {};
 
@@ -168,6 +193,7 @@ class CpuBackend : public Backend {
   }
 
   absl::Status Run(const Op& op, Stream&, KernelTimingFn on_timed) override {
+    KD_RETURN_IF_ERROR(CheckNotTruncated(op));
     const auto start = std::chrono::steady_clock::now();
     absl::Status status;
     if (auto* q = std::get_if<QuantizeArgs>(&op)) status = QuantizeCpu(*q, pool_);
@@ -175,6 +201,7 @@ class CpuBackend : public Backend {
     else if (auto* p = std::get_if<PadArgs>(&op)) status = PadCpu(*p, pool_);
     else if (auto* u = std::get_if<UnpadArgs>(&op)) status = UnpadCpu(*u, pool_);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    if (status.ok()) status = CheckNotTruncated(op);  // truncated while the op ran
     if (status.ok() && on_timed) on_timed(elapsed.count());
     return status;
   }

@@ -1,8 +1,10 @@
 // The client library and kctl against the real daemon binary (started once for the suite on a
 // temporary socket with the CPU backend): session lifetime as the daemon sees it, buffers,
 // status codes as they arrive through the library, and kctl's view of a live session.
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -546,6 +548,58 @@ TEST_F(ClientDaemonTest, EndingTheSessionDetachesItsRing) {
   round_trip.mutable_submit();
   // Nobody serves it any more.
   EXPECT_FALSE(ring.Call(0, round_trip.SerializeAsString(), absl::Milliseconds(300)).has_value());
+}
+
+// ---- A client that shrinks a shm object the daemon has mapped ----
+
+// Shrinks the shm object `name` to `bytes`, as a misbehaving owner would.
+void Truncate(const std::string& name, off_t bytes) {
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0) << name;
+  ASSERT_EQ(ftruncate(fd, bytes), 0);
+  close(fd);
+}
+
+TEST_F(ClientDaemonTest, TruncatedBufferFailsItsOpsAndTheDaemonKeepsServing) {
+  std::unique_ptr<Client> bad = Connected();
+  std::unique_ptr<Client> good = Connected();
+  ASSERT_TRUE(bad->OpenSession("truncating").ok());
+  ASSERT_TRUE(good->OpenSession("bystander").ok());
+  QuantizeBuffers q = MakeQuantize(*bad, 64, 1024);
+  FillInput(q, 3);
+  ASSERT_TRUE(bad->Quantize(q.op).ok());
+  Truncate(q.x.name(), 0);  // the input, 128 KiB, is gone under the daemon's mapping
+
+  const absl::Status s = bad->Quantize(q.op).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("input: its shared-memory object was truncated"), absl::string_view::npos) << s;
+  EXPECT_EQ(bad->Quantize(q.op).status().code(), absl::StatusCode::kFailedPrecondition) << "and stays so";
+
+  QuantizeBuffers other = MakeQuantize(*good, 64, 1024);
+  FillInput(other, 3);
+  EXPECT_TRUE(good->Quantize(other.op).ok());
+  EXPECT_TRUE(bad->ReleaseBuffer(q.x).ok());
+  EXPECT_TRUE(bad->Submit({}).ok());
+}
+
+TEST_F(ClientDaemonTest, TruncatedRingStopsBeingServedAndTheDaemonKeepsServing) {
+  std::unique_ptr<Client> client = Connected();
+  ASSERT_TRUE(client->OpenSession("ring-truncate").ok());
+  RawRing ring = RawRing::Make(2, 4096);
+  ASSERT_TRUE(Attach(*client, ring, submit_ring::RingBytes(2, 4096)).ok());
+  v1::RingRequest round_trip;
+  round_trip.mutable_submit();
+  ASSERT_TRUE(ring.Call(0, round_trip.SerializeAsString()).has_value());
+  Truncate(ring.shm.name(), 0);  // the ring's thread faults on its next look at the slots
+  absl::SleepFor(absl::Milliseconds(300));
+  std::unique_ptr<Client> other = Connected();
+  ASSERT_TRUE(other->OpenSession("ring-bystander").ok());
+  ASSERT_TRUE(other->AttachSubmitRing().ok());
+  QuantizeBuffers q = MakeQuantize(*other, 32, 256);
+  EXPECT_TRUE(other->Quantize(q.op).ok());
+  EXPECT_EQ(other->submit_ring_counts().ring_calls, 1u);
+  EXPECT_TRUE(client->Submit({}).ok());  // the session itself still answers over gRPC
+  EXPECT_TRUE(client->CloseSession().ok());
 }
 
 }  // namespace

@@ -209,15 +209,22 @@ void RunCheck(client::Client& c) {
 int main(int argc, char** argv) {
   using namespace kd;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: kd_gpu_client SOCKET check|hold\n");
+    std::fprintf(stderr, "usage: kd_gpu_client SOCKET check|hold [ring]\n");
     return 2;
   }
   auto c = Must(client::Client::Connect(argv[1]), "Connect");
   const absl::Status opened = c->OpenSession(argv[2]);
   if (!opened.ok()) Fail(absl::StrCat("OpenSession: ", opened.ToString()));
+  if (argc > 3 && std::string(argv[3]) == "ring") {
+    const absl::Status attached = c->AttachSubmitRing();
+    if (!attached.ok()) Fail(absl::StrCat("AttachSubmitRing: ", attached.ToString()));
+  }
   const std::string mode = argv[2];
   if (mode == "check") {
     RunCheck(*c);
+    if (c->has_submit_ring() && c->submit_ring_counts().ring_calls == 0) {
+      Fail("the ring was attached but no call went through it");
+    }
     return 0;
   }
   if (mode == "hold") {

@@ -59,8 +59,10 @@ class CudaDaemon {
   CudaDaemon d;                                                                       \
   if (!d.started().ok()) GTEST_SKIP() << "no CUDA daemon here: " << d.started()
 
-PeerProcess StartClient(const std::string& socket, const std::string& mode) {
-  return PeerProcess({testing::SelfDir() + "/kd_gpu_client", socket, mode});
+PeerProcess StartClient(const std::string& socket, const std::string& mode,
+                        bool ring = false) {
+  return PeerProcess(
+      {testing::SelfDir() + "/kd_gpu_client", socket, mode, ring ? "ring" : "grpc"});
 }
 
 // Polls `pred` for up to 20 s.
@@ -111,6 +113,30 @@ TEST(CudaDaemon, KilledClientsMappingsCloseAndTheDaemonKeepsServing) {
   PeerProcess next = StartClient(d.socket(), "check");
   EXPECT_EQ(next.Ask(""), "ok");
   EXPECT_TRUE(d.daemon().backends().Get(BackendKind::kCuda)->Healthy());
+}
+
+TEST(CudaDaemon, ClientProcessThroughASubmitRingQuantizesAndPads) {
+  // The same checks (SYNC, and ASYNC ordered by wait/signal IPC events) with every op call
+  // going through the client's submit ring.
+  KD_REQUIRE_CUDA_DAEMON(d);
+  PeerProcess client = StartClient(d.socket(), "check", /*ring=*/true);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client.Ask(""), "ok");
+  EXPECT_TRUE(Eventually([&] { return d.Imported() == 0; })) << d.Imported();
+}
+
+TEST(CudaDaemon, KilledRingClientsMappingsCloseAndTheDaemonKeepsServing) {
+  KD_REQUIRE_CUDA_DAEMON(d);
+  {
+    PeerProcess holder = StartClient(d.socket(), "hold", /*ring=*/true);
+    ASSERT_TRUE(holder.ok());
+    const std::string answer = holder.Ask("");
+    ASSERT_EQ(answer.rfind("registered ", 0), 0u) << answer;
+    holder.Kill();
+  }
+  EXPECT_TRUE(Eventually([&] { return d.Imported() == 0; })) << d.Imported();
+  PeerProcess next = StartClient(d.socket(), "check", /*ring=*/true);
+  EXPECT_EQ(next.Ask(""), "ok");
 }
 
 }  // namespace

@@ -11,12 +11,20 @@
 // A CTA takes one 128 (rows of X) x 128 (columns of X) tile; partial tiles at the bottom and the
 // right edge read zeros (|0| never raises an amax) and write nothing outside Y.
 //
+// Two kernels of the same steps: the register kernel (every mode; f32, and inputs whose base or
+// row pitch is not 16-byte aligned or whose K is not a multiple of 8) and, for the transposed
+// forms and the dual pass of two-byte inputs with 16-byte aligned rows, the async kernel
+// (kAsync), which loads the tile by cp.async straight into shared memory: no register holds a
+// load in flight, so it runs at 48 registers and 5 CTAs per SM against the register kernel's 64
+// and 4 (see TileMinBlocks).
+//
 // Steps of a CTA:
-//   1. load: every thread loads its 16-byte chunks of the tile into registers, all in flight
-//      (thread t holds chunk column t % kLanes of rows t / kLanes + kRowsPerPass * j); with a
-//      transposed output they go at once to shared memory (xs), where the later steps read
-//      them, so that they hold no registers across the scale computations; 128x1 of Y = X keeps
-//      them in registers;
+//   1. load: every thread loads its 16-byte chunks of the tile, all in flight (thread t holds
+//      chunk column t % kLanes of rows t / kLanes + kRowsPerPass * j): the register kernel into
+//      registers, and with a transposed output it stores them to shared memory (xs) once their
+//      amax is taken, so that they hold no registers across the scale computations (128x1 of
+//      Y = X keeps them in registers); the async kernel by cp.async into xs, each thread then
+//      reading back its own chunks for the amax (a partial chunk or a row past M zero-filled);
 //   2. amax: along rows by shuffles within the kLanes threads of a row; down columns as the
 //      element-wise maximum over the thread's rows, then over the warp's rows by shuffle and over
 //      the warps through shared memory; over the tile by warp reduction;
@@ -25,8 +33,9 @@
 //   5. codes of Y = Xᵀ: a thread reads two adjacent columns of X (one 4- or 8-byte word per row,
 //      a warp reads a contiguous 128 or 256 bytes of one row: no bank conflict) for 32 rows, and
 //      writes the two rows of Y's codes into a 128x128-byte tile in shared memory (os, 16-byte
-//      chunks XOR-swizzled so that the stores are conflict-free); the CTA then copies os out with
-//      16-byte stores, a warp writing 4 whole 128-byte rows of Y.
+//      chunks XOR-swizzled so that the stores are conflict-free; the async kernel's os is the
+//      first 16 KB of xs, written after a barrier once every thread has read xs); the CTA then
+//      copies os out with 16-byte stores, a warp writing 4 whole 128-byte rows of Y.
 // Codes are converted by the hardware (fp8::EncodeFinite4) when every scale of the tile (of the
 // row, for the dual pass's Y = X) has a finite amax and is finite, else by
 // fp8::EncodeBranchFree (exact for every input).
@@ -72,17 +81,29 @@ struct ModeTraits {
   static constexpr bool kTransposed = kMode != TiledQuantizeMode::k128x1;
 };
 
-// Dynamic shared memory of a CTA: the input tile and the transposed codes.
-template <InputType kType, TiledQuantizeMode kMode>
+// Dynamic shared memory of a CTA: the input tile (transposed outputs, and every mode of the async
+// kernel) and the transposed codes (the register kernel; the async kernel writes them over the
+// tile).
+template <InputType kType, TiledQuantizeMode kMode, bool kAsync>
 constexpr int TileSharedBytes() {
-  return ModeTraits<kMode>::kTransposed ? kBlock * TileGeometry<kType>::kRowBytes + kBlock * kBlock
-                                        : 0;
+  constexpr int kTile = kBlock * TileGeometry<kType>::kRowBytes;
+  if constexpr (kAsync) return kTile;
+  return ModeTraits<kMode>::kTransposed ? kTile + kBlock * kBlock : 0;
 }
 
-// NOTE: 64 registers for two-byte inputs keep 4 CTAs (1024 threads, 4 x 48 KB of tiles) on an
-// SM, enough loads in flight to cover the memory latency; f32 tiles are twice as large.
-template <InputType kType>
+// CTAs per SM the kernels are compiled for (the register cap of __launch_bounds__).
+// NOTE: measured on H100 (bench/RESULTS.md, branch qtrans2): resident CTAs, not loads per CTA,
+// set the transposed forms' bandwidth. The register kernel holds its tile in registers while the
+// loads are in flight: 64 registers for two-byte inputs, 4 CTAs (4 x 48 KB of shared memory); a
+// persistent variant of it that kept the next tile's loads in flight lost 0.03-0.08 of the copy
+// at 2 CTAs per SM and spilled at 3. The async kernel needs no registers for its loads: 48
+// registers and 32 KB per CTA give 5 CTAs, +0.02-0.04 of the copy over the register kernel on
+// the transposed forms and the dual pass; at 6 (40 registers) 1x128 of Xᵀ and the dual pass
+// spill and lose, the other forms gain nothing more. 128x1 of Y = X gains nothing (it keeps the
+// register kernel, without a shared-memory stage); f32 tiles are twice as large.
+template <InputType kType, bool kAsync>
 constexpr int TileMinBlocks() {
+  if constexpr (kAsync) return 5;
   return sizeof(typename Input<kType>::Storage) == 2 ? 4 : 2;
 }
 
@@ -145,6 +166,15 @@ __device__ __forceinline__ uint32_t Encode4(bool hw, float y0, float y1, float y
          (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y3)) << 24);
 }
 
+// 16 bytes from global to shared memory by cp.async, the last 16 - src_bytes of them zero
+// (src_bytes 0: all zero, nothing read; `src` must still be a valid, 16-byte aligned address).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* src, int src_bytes) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+
 // Byte offset of 16-byte chunk `c` of row `row` in the transposed-code tile: XOR-swizzled by
 // row / 2, so that the 8 threads of a store phase (rows 2i or 2i+1 for 8 consecutive i, one
 // chunk column) and of a load phase (one row, 8 chunks) hit 8 different bank groups.
@@ -154,8 +184,8 @@ __device__ __forceinline__ int OutTileOffset(int row, int c) {
 
 // `vec_in`: X allows 16-byte loads (aligned base and row pitch); `vec_out`: Y = X allows one
 // chunk's codes per store; `vec_out_t`: Y = Xᵀ allows 16-byte stores.
-template <InputType kType, typename F, TiledQuantizeMode kMode>
-__global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
+template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
+__global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
     QuantizeTiledKernel(TiledQuantizeParams p, int group_k, bool vec_in, bool vec_out,
                         bool vec_out_t) {
   using G = TileGeometry<kType>;
@@ -207,35 +237,50 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
   const S* input = static_cast<const S*>(p.input);
   auto row_of = [&](int j) { return j * kRowsPerPass + row_in_pass; };
 
-  // 1. Load.
-  uint4 raw[kChunks];
+  unsigned char* xs = tile_smem;
+  // 1. Load. kAsync: every chunk goes straight to shared memory by cp.async (a partial chunk or
+  // a row past M is zero-filled), no register holds it in flight; else into registers.
+  uint4 raw[kAsync ? 1 : kChunks];
+  if constexpr (kAsync) {
 #pragma unroll
-  for (int j = 0; j < kChunks; ++j) {
-    const int64_t r = m0 + row_of(j);
-    raw[j] = make_uint4(0, 0, 0, 0);
-    if (r < p.m) {
-      const S* src = input + r * p.input_stride + kc;
-      if (vec_in && full_chunk) {
-        raw[j] = *reinterpret_cast<const uint4*>(src);
-      } else {
-        uint32_t w[4] = {0, 0, 0, 0};
+    for (int j = 0; j < kChunks; ++j) {
+      const int64_t r = m0 + row_of(j);
+      const int64_t left = p.k - kc;  // elements of the row from the chunk on
+      const int bytes =
+          r < p.m && left > 0 ? static_cast<int>((left < kVec ? left : kVec) * sizeof(S)) : 0;
+      const S* src = bytes > 0 ? input + r * p.input_stride + kc : input;
+      CpAsync16(xs + row_of(j) * G::kRowBytes + lane_col * 16, src, bytes);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  } else {
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          if (kc + i < p.k) {
-            w[i * sizeof(S) / 4] |= static_cast<uint32_t>(src[i]) << (8 * ((i * sizeof(S)) % 4));
+    for (int j = 0; j < kChunks; ++j) {
+      const int64_t r = m0 + row_of(j);
+      raw[j] = make_uint4(0, 0, 0, 0);
+      if (r < p.m) {
+        const S* src = input + r * p.input_stride + kc;
+        if (vec_in && full_chunk) {
+          raw[j] = *reinterpret_cast<const uint4*>(src);
+        } else {
+          uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            if (kc + i < p.k) {
+              w[i * sizeof(S) / 4] |= static_cast<uint32_t>(src[i]) << (8 * ((i * sizeof(S)) % 4));
+            }
           }
+          raw[j] = make_uint4(w[0], w[1], w[2], w[3]);
         }
-        raw[j] = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
   }
 
-  // Transposed outputs: the amax taken, the tile goes to shared memory, and every later step
-  // reads it there, so that the chunks do not hold registers across the scale computations.
-  unsigned char* xs = tile_smem;
-  unsigned char* os = tile_smem + (T::kTransposed ? kBlock * G::kRowBytes : 0);
+  // Transposed outputs (and the async kernel): every step after the amax reads the tile in
+  // shared memory, so that the chunks do not hold registers across the scale computations.
+  unsigned char* os = tile_smem + (T::kTransposed && !kAsync ? kBlock * G::kRowBytes : 0);
   auto chunk_at = [&](int j) -> uint4 {
-    if constexpr (T::kTransposed) {
+    if constexpr (T::kTransposed || kAsync) {
       return *reinterpret_cast<const uint4*>(xs + row_of(j) * G::kRowBytes + lane_col * 16);
     } else {
       return raw[j];
@@ -280,7 +325,12 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
     uint32_t row_mine = 0, tile_amax = 0;
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
-      const uint4 chunk = raw[j];
+      uint4 chunk;
+      if constexpr (kAsync) {
+        chunk = chunk_at(j);  // the thread's own chunk: visible to it after the wait above
+      } else {
+        chunk = raw[j];
+      }
       if constexpr (T::kColScale) {
         const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
 #pragma unroll
@@ -309,7 +359,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
       tile_amax = GroupMax<32>(tile_amax);
       if (tid % 32 == 0) warp_max[tid / 32] = tile_amax;
     }
-    if constexpr (T::kTransposed) {
+    if constexpr (T::kTransposed && !kAsync) {
 #pragma unroll
       for (int j = 0; j < kChunks; ++j) {
         *reinterpret_cast<uint4*>(xs + row_of(j) * G::kRowBytes + lane_col * 16) = raw[j];
@@ -410,6 +460,14 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
       qa = col_quant[2 * pair];
       qb = col_quant[2 * pair + 1];
     }
+    // The codes of the two Y rows, one 16-byte chunk per h, into the code tile (os; kAsync: over
+    // the input tile, once every thread has read it).
+    uint4 held[2][2] = {};
+    auto store_codes = [&](int h) {
+      const int c = row_group * 2 + h;
+      *reinterpret_cast<uint4*>(os + OutTileOffset(2 * pair, c)) = held[h][0];
+      *reinterpret_cast<uint4*>(os + OutTileOffset(2 * pair + 1, c)) = held[h][1];
+    };
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // 16 rows of X: one 16-byte chunk of each of the two Y rows
       uint32_t codes_a[4], codes_b[4];
@@ -435,11 +493,14 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType>())
         codes_a[g] = Encode4<F>(hw, ya[0], ya[1], ya[2], ya[3]);
         codes_b[g] = Encode4<F>(hw, yb[0], yb[1], yb[2], yb[3]);
       }
-      const int c = row_group * 2 + h;
-      *reinterpret_cast<uint4*>(os + OutTileOffset(2 * pair, c)) =
-          make_uint4(codes_a[0], codes_a[1], codes_a[2], codes_a[3]);
-      *reinterpret_cast<uint4*>(os + OutTileOffset(2 * pair + 1, c)) =
-          make_uint4(codes_b[0], codes_b[1], codes_b[2], codes_b[3]);
+      held[h][0] = make_uint4(codes_a[0], codes_a[1], codes_a[2], codes_a[3]);
+      held[h][1] = make_uint4(codes_b[0], codes_b[1], codes_b[2], codes_b[3]);
+      if constexpr (!kAsync) store_codes(h);
+    }
+    if constexpr (kAsync) {
+      __syncthreads();  // every read of the tile done: its first 16 KB take the codes
+      store_codes(0);
+      store_codes(1);
     }
     __syncthreads();
     uint8_t* out = kMode == TiledQuantizeMode::kDual ? p.output_t : p.output;
@@ -480,8 +541,8 @@ int TiledGroupK(int64_t m, int64_t k_tiles) {
   return kGrouped && m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
 }
 
-template <InputType kType, typename F, TiledQuantizeMode kMode>
-cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
+template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
+cudaError_t LaunchTiledKernel(const TiledQuantizeParams& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
@@ -494,8 +555,8 @@ cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
   const bool vec_out_t = addr(out_t) % 16 == 0 && out_t_stride % 16 == 0;
   const int64_t tiles = (p.m + kBlock - 1) / kBlock * ((p.k + kBlock - 1) / kBlock);
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
-  const auto kernel = QuantizeTiledKernel<kType, F, kMode>;
-  constexpr int kSmem = TileSharedBytes<kType, kMode>();
+  const auto kernel = QuantizeTiledKernel<kType, F, kMode, kAsync>;
+  constexpr int kSmem = TileSharedBytes<kType, kMode, kAsync>();
   if constexpr (kSmem > 0) {
     // Set on every launch: the attribute belongs to the device the launch goes to.
     const cudaError_t err =
@@ -506,6 +567,21 @@ cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
   kernel<<<static_cast<unsigned>(tiles), kTileThreads, kSmem, stream>>>(p, group_k, vec_in,
                                                                         vec_out, vec_out_t);
   return cudaGetLastError();
+}
+
+template <InputType kType, typename F, TiledQuantizeMode kMode>
+cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
+  if constexpr (sizeof(typename Input<kType>::Storage) == 2 && kMode != TiledQuantizeMode::k128x1) {
+    // cp.async reads 16 aligned bytes per chunk. NOTE: K a multiple of 8 too, so that no chunk
+    // is cut by K: the zero-filled part of a cut chunk is the one path of the async kernel the
+    // device tests (bench/RESULTS.md, branch qtrans2) did not reach; such K take the register
+    // kernel, as unaligned rows do.
+    if (reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && (p.input_stride * 2) % 16 == 0 &&
+        p.k % 8 == 0) {
+      return LaunchTiledKernel<kType, F, kMode, true>(p, stream);
+    }
+  }
+  return LaunchTiledKernel<kType, F, kMode, false>(p, stream);
 }
 
 template <InputType kType, typename F>

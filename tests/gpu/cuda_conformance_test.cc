@@ -488,6 +488,97 @@ TEST(CudaConformance, TiledTransposedFormsMatchCpuBitForBitInGroupedTileOrder) {
   EXPECT_EQ(ran, 6);
 }
 
+// The tiled quantizer (quantize_tiled.cu) over more tiles than the GPU holds at once: every
+// mode, two- and four-byte inputs, every output format; an aligned shape (two-byte inputs take
+// the cp.async kernel for every transposed form and the dual pass) and a ragged one (a partial
+// last row and column tile, a chunk cut by K, strided rows: the register kernel).
+TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOverManyTiles) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(8);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(2024);
+  const QuantCase cases[] = {{4096, 3072, 0, 0, 0}, {3000, 2900, 8, 16, 1}};
+  enum Kind { k1x128T, k128x1, k128x1T, k128x128T, kDual, kKinds };
+  int ran[kKinds] = {};
+  for (const QuantCase& qc : cases) {
+    const int64_t m = qc.m, k = qc.k, in_stride = k + qc.in_pad;
+    for (DType in_type : {DType::kBF16, DType::kF32}) {
+      std::vector<uint8_t> input = RandomInput(in_type, m, in_stride, rng);
+      FiniteOddBands(in_type, m, in_stride, input);
+      DeviceBuffer d_input(*gpu, input);
+      for (DType out_type : {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2}) {
+        for (int kind = 0; kind < kKinds; ++kind) {
+          const bool dual = kind == kDual;
+          const bool t = !dual && kind != k128x1;
+          const int64_t rows = t ? k : m, cols = t ? m : k;
+          QuantizeArgs a;
+          a.transpose_output = t;
+          a.granularity = kind == k128x128T                   ? QuantGranularity::k128x128
+                          : kind == k128x1 || kind == k128x1T ? QuantGranularity::k128x1
+                                                              : QuantGranularity::k1x128;
+          int64_t s_rows = rows, s_cols = cols / 128;
+          if (kind == k128x1 || kind == k128x1T) s_rows = (rows + 127) / 128, s_cols = cols;
+          if (kind == k128x128T) s_rows = (rows + 127) / 128;
+          const int64_t out_stride = cols + qc.out_pad, out_t_stride = m + qc.out_pad;
+          const int64_t s_stride = s_cols + qc.scale_pad, st_stride = m / 128 + qc.scale_pad;
+          const size_t out_bytes = rows * out_stride, out_t_bytes = k * out_t_stride;
+          const size_t s_bytes = std::max<int64_t>(s_rows * s_stride, 1) * 4;
+          const size_t st_bytes = std::max<int64_t>(k * st_stride, 1) * 4;
+          auto make = [&](void* in, void* o, void* sc, void* ot, void* stt, DeviceLoc loc) {
+            QuantizeArgs b = a;
+            b.input = MakeTensor(in, in_type, {m, k}, in_stride, loc);
+            b.output = MakeTensor(o, out_type, {rows, cols}, out_stride, loc);
+            b.scales = MakeTensor(sc, DType::kF32, {s_rows, s_cols}, s_stride, loc);
+            if (dual) {
+              b.output_t = MakeTensor(ot, out_type, {k, m}, out_t_stride, loc);
+              b.scales_t = MakeTensor(stt, DType::kF32, {k, m / 128}, st_stride, loc);
+            }
+            return Op(b);
+          };
+          std::vector<uint8_t> cpu_in = input;
+          std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison),
+              out_t(out_t_bytes, kPoison), sc_t(st_bytes, kPoison);
+          const Op cpu_op =
+              make(cpu_in.data(), out.data(), sc.data(), out_t.data(), sc_t.data(), kCpu);
+          if (!Validate(cpu_op).ok()) continue;  // M or K not a multiple of 128 where needed
+          SCOPED_TRACE(absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k,
+                                    " kind=", kind));
+          ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+          DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+          DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+          DeviceBuffer d_out_t(*gpu, std::vector<uint8_t>(out_t_bytes, kPoison));
+          DeviceBuffer d_sc_t(*gpu, std::vector<uint8_t>(st_bytes, kPoison));
+          const absl::Status run = gpu->Run(
+              make(d_input.data(), d_out.data(), d_sc.data(), d_out_t.data(), d_sc_t.data(), kGpu),
+              *stream, nullptr);
+          ASSERT_TRUE(run.ok()) << run;
+          ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+          const std::vector<uint8_t> got = d_out.Read(out_bytes);
+          size_t bad = 0;
+          while (bad < out_bytes && got[bad] == out[bad]) ++bad;
+          ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
+                                    << "): cuda " << int(got[bad]) << " cpu " << int(out[bad]);
+          ASSERT_EQ(d_sc.Read(s_bytes), sc);
+          if (dual) {
+            const std::vector<uint8_t> got_t = d_out_t.Read(out_t_bytes);
+            bad = 0;
+            while (bad < out_t_bytes && got_t[bad] == out_t[bad]) ++bad;
+            ASSERT_EQ(bad, out_t_bytes) << "output_t byte " << bad << ": cuda " << int(got_t[bad])
+                                        << " cpu " << int(out_t[bad]);
+            ASSERT_EQ(d_sc_t.Read(st_bytes), sc_t);
+          }
+          ++ran[kind];
+        }
+      }
+    }
+  }
+  // The dual pass and 1x128 / 128x128 of Xᵀ need M (and K) multiples of 128: the aligned case.
+  for (int kind = 0; kind < kKinds; ++kind) {
+    EXPECT_GE(ran[kind], kind == k128x1 || kind == k128x1T ? 12 : 6) << "kind " << kind;
+  }
+}
+
 // Tensors of many work items of the blockwise kernel (both the contiguous-rows path and the
 // padded-rows path of 1x128), a partial last item and row tile, every output format. RandomInput
 // puts a NaN or Inf in nearly every 128x128 tile, which then takes the software encode: the odd

@@ -95,8 +95,8 @@ constexpr int TileSharedBytes() {
 // NOTE: measured on H100 (bench/RESULTS.md, branch qtrans2): resident CTAs, not loads per CTA,
 // set the transposed forms' bandwidth. The register kernel holds its tile in registers while the
 // loads are in flight: 64 registers for two-byte inputs, 4 CTAs (4 x 48 KB of shared memory); a
-// persistent variant of it that kept the next tile's loads in flight lost 0.03-0.08 of the copy
-// at 2 CTAs per SM and spilled at 3. The async kernel needs no registers for its loads: 48
+// persistent variant of it that kept the next tile's loads in flight gained nothing at any shape
+// and lost up to 0.09 of the copy at 2 CTAs per SM, and spilled at 3. The async kernel needs no registers for its loads: 48
 // registers and 32 KB per CTA give 5 CTAs, +0.02-0.04 of the copy over the register kernel on
 // the transposed forms and the dual pass; at 6 (40 registers) 1x128 of Xᵀ and the dual pass
 // spill and lose, the other forms gain nothing more. 128x1 of Y = X gains nothing (it keeps the

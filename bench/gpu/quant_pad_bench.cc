@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
       DType out;
       bool dual = false;
       int64_t groups = 0;  // jagged: random group ends over M
+      bool skewed = false; // jagged: one group of 85% of the rows, empty and one-row groups
     };
     const Variant variants[] = {
         {"1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN},
@@ -204,6 +205,13 @@ int main(int argc, char** argv) {
          DType::kE4M3FN, false, 8},
         {"jagged_colwise_g8", QuantGranularity::kJaggedColwise, true, false, false,
          DType::kE4M3FN, false, 8},
+        {"jagged_colwise_g8_skewed", QuantGranularity::kJaggedColwise, true, false, false,
+         DType::kE4M3FN, false, 8, true},
+        // Y = Xᵀ of the row-wise granularities (quantize_rows.cu's column kernels).
+        {"per_row_transposed", QuantGranularity::kPerRow, true, false, false, DType::kE4M3FN},
+        {"per_tensor_transposed", QuantGranularity::kPerTensor, true, false, false,
+         DType::kE4M3FN},
+        {"mx1x32_transposed", QuantGranularity::kMx1x32, true, false, false, DType::kE4M3FN},
     };
     // Group ends for the jagged variants: 8 groups of random sizes.
     std::vector<int32_t> jagged_ends(8);
@@ -212,6 +220,14 @@ int main(int argc, char** argv) {
     jagged_ends.back() = static_cast<int32_t>(m);
     auto d_jagged_ends = gpu->Allocate(0, jagged_ends.size() * 4).value();
     BENCH_CHECK(cudaMemcpy(d_jagged_ends->data(), jagged_ends.data(), jagged_ends.size() * 4,
+                           cudaMemcpyHostToDevice));
+    // Skewed: empty groups first, one of m/64 rows, one of about 85% of the rows, empty, a
+    // one-row group, the rest.
+    const int32_t m32 = static_cast<int32_t>(m);
+    const std::vector<int32_t> skewed_ends = {0,          0,          m32 / 64, m32 - m32 / 8,
+                                              m32 - m32 / 8, m32 - m32 / 8 + 1, m32, m32};
+    auto d_skewed_ends = gpu->Allocate(0, skewed_ends.size() * 4).value();
+    BENCH_CHECK(cudaMemcpy(d_skewed_ends->data(), skewed_ends.data(), skewed_ends.size() * 4,
                            cudaMemcpyHostToDevice));
     for (const Variant& v : variants) {
       if (!wanted(std::string("quantize/") + v.name)) continue;
@@ -230,7 +246,10 @@ int main(int argc, char** argv) {
         case QuantGranularity::kJaggedColwise: s_rows = v.groups, s_cols = k; break;
         default: break;
       }
-      if (v.groups > 0) q.group_ends = Make(d_jagged_ends->data(), DType::kI32, v.groups, 0);
+      if (v.groups > 0) {
+        q.group_ends = Make((v.skewed ? d_skewed_ends : d_jagged_ends)->data(), DType::kI32,
+                            v.groups, 0);
+      }
       if (v.kbm) std::swap(s_rows, s_cols);
       q.scales = Make(scales->data(), s_type, s_rows, s_cols);
       if (v.dual) {

@@ -556,66 +556,13 @@ class CudaBackend : public Backend {
     return CudaStatus(err, what);
   }
 
-  // The general three-pass quantizer for `output`/`scales` of Y = X or Xᵀ.
-  absl::Status LaunchGeneric(const QuantizeArgs& q, const Tensor& output, const Tensor& scales,
-                             bool transposed, QuantGranularity g, CudaStream& s)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    cuda::GenericQuantizeParams p;
-    p.input = q.input.data;
-    p.input_stride = q.input.strides[0];
-    p.input_type = InputTypeOf(q.input.dtype);
-    p.transposed = transposed;
-    p.rows = transposed ? q.input.shape[1] : q.input.shape[0];
-    p.cols = transposed ? q.input.shape[0] : q.input.shape[1];
-    p.output = output.as<uint8_t>();
-    p.output_stride = output.strides[0];
-    p.format = FormatOf(output.dtype);
-    p.scales = scales.data;
-    const int64_t ss = scales.rank == 2 ? scales.strides[0] : 0;
-    p.scale_stride_i = ss;
-    p.scale_stride_j = 1;
-    switch (g) {
-      case QuantGranularity::k1x128:
-        p.cell_rows = 1, p.cell_cols = kQuantBlock;
-        if (q.scale_layout == ScaleLayout::kKBlockMajor) p.scale_stride_i = 1, p.scale_stride_j = ss;
-        break;
-      case QuantGranularity::k128x1:
-        p.cell_rows = kQuantBlock, p.cell_cols = 1, p.runs_along_rows = true;
-        break;
-      case QuantGranularity::k128x128:
-        p.cell_rows = kQuantBlock, p.cell_cols = kQuantBlock;
-        break;
-      case QuantGranularity::kPerRow:
-        p.cell_rows = 1, p.cell_cols = p.cols, p.scale_stride_i = scales.strides[0];
-        break;
-      case QuantGranularity::kPerTensor:
-        p.cell_rows = p.rows, p.cell_cols = p.cols, p.scale_stride_i = 0;
-        break;
-      case QuantGranularity::kMx1x32:
-        p.cell_rows = 1, p.cell_cols = kMxBlock, p.mx = true;
-        p.mx_rceil = q.mx_rounding == MxRounding::kRceil;
-        break;
-      default:
-        return Supports(Op(q));
-    }
-    p.cells_per_row = (p.cols + p.cell_cols - 1) / p.cell_cols;
-    p.cells = (p.rows + p.cell_rows - 1) / p.cell_rows * p.cells_per_row;
-    p.pow2_scales = q.scale_format == ScaleFormat::kPow2;
-    p.eps = q.eps;
-    const uint64_t amax_bytes = (static_cast<uint64_t>(p.cells) * 4 + 255) / 256 * 256;
-    KD_ASSIGN_OR_RETURN(void* scratch, s.Scratch(amax_bytes + static_cast<uint64_t>(p.cells) * 4));
-    p.cell_amax = static_cast<uint32_t*>(scratch);
-    p.cell_scale = reinterpret_cast<float*>(static_cast<char*>(scratch) + amax_bytes);
-    return Check(cuda::LaunchQuantizeGeneric(p, s.stream()), "quantize launch");
-  }
-
-  // per_row, per_tensor and mx1x32 of Y = X, and the jagged granularities (quantize_rows.cu).
+  // per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ, and the jagged granularities
+  // (quantize_rows.cu).
   static bool RunsOnRowKernels(const QuantizeArgs& q) {
     switch (q.granularity) {
       case QuantGranularity::kPerRow:
       case QuantGranularity::kPerTensor:
       case QuantGranularity::kMx1x32:
-        return !q.transpose_output;
       case QuantGranularity::kJaggedRowwise:
       case QuantGranularity::kJaggedColwise:
         return true;
@@ -627,10 +574,18 @@ class CudaBackend : public Backend {
   absl::Status LaunchRows(const QuantizeArgs& q, CudaStream& s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     cuda::RowQuantizeParams p;
+    const bool t = q.transpose_output;
     switch (q.granularity) {
-      case QuantGranularity::kPerRow: p.kind = cuda::RowQuantizeKind::kPerRow; break;
-      case QuantGranularity::kPerTensor: p.kind = cuda::RowQuantizeKind::kPerTensor; break;
-      case QuantGranularity::kMx1x32: p.kind = cuda::RowQuantizeKind::kMx1x32; break;
+      case QuantGranularity::kPerRow:
+        p.kind = t ? cuda::RowQuantizeKind::kPerRowTransposed : cuda::RowQuantizeKind::kPerRow;
+        break;
+      case QuantGranularity::kPerTensor:
+        p.kind =
+            t ? cuda::RowQuantizeKind::kPerTensorTransposed : cuda::RowQuantizeKind::kPerTensor;
+        break;
+      case QuantGranularity::kMx1x32:
+        p.kind = t ? cuda::RowQuantizeKind::kMx1x32Transposed : cuda::RowQuantizeKind::kMx1x32;
+        break;
       case QuantGranularity::kJaggedRowwise: p.kind = cuda::RowQuantizeKind::kJaggedRowwise; break;
       default: p.kind = cuda::RowQuantizeKind::kJaggedColwise; break;
     }
@@ -719,7 +674,8 @@ class CudaBackend : public Backend {
                               q->granularity == QuantGranularity::k128x128) &&
                              !q->transpose_output;
       if (!blockwise) {
-        return LaunchGeneric(*q, q->output, q->scales, q->transpose_output, q->granularity, s);
+        return absl::UnimplementedError(absl::StrCat(
+            "quantize ", GranularityName(q->granularity), " has no cuda kernel"));
       }
       cuda::QuantizeParams p;
       p.input = q->input.data;

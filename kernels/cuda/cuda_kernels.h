@@ -37,33 +37,6 @@ struct QuantizeParams {
 };
 cudaError_t LaunchQuantize(const QuantizeParams& params, cudaStream_t stream);
 
-// The general quantizer (quantize_generic.cu): any granularity whose scale cells are
-// cell_rows x cell_cols blocks of Y (R = rows, C = cols), Y = X or Xᵀ. 1x128: 1 x 128;
-// 128x1: 128 x 1; 128x128: 128 x 128; per_row: 1 x C; per_tensor: R x C; mx1x32: 1 x 32 with
-// e8m0 scales. Cell (i, j) is cell i * cells_per_row + j; its stored scale goes to
-// scales[i * scale_stride_i + j * scale_stride_j] (fp32, or u8 for mx). Three passes on
-// `stream` over `cell_amax`/`cell_scale` (device scratch of `cells` entries each, overwritten).
-struct GenericQuantizeParams {
-  const void* input = nullptr;  // X (m, k); Y = X, or Xᵀ when `transposed`
-  int64_t input_stride = 0;     // elements
-  InputType input_type = InputType::kBF16;
-  bool transposed = false;
-  int64_t rows = 0, cols = 0;   // of Y
-  uint8_t* output = nullptr;    // Y (rows, cols)
-  int64_t output_stride = 0;
-  Fp8Format format = Fp8Format::kE4M3FN;
-  int64_t cell_rows = 1, cell_cols = 128, cells_per_row = 0, cells = 0;
-  bool runs_along_rows = false;  // true for 128x1 (a cell is one column of 128 rows)
-  void* scales = nullptr;
-  int64_t scale_stride_i = 0, scale_stride_j = 0;
-  bool pow2_scales = false;
-  float eps = 1e-12f;
-  bool mx = false, mx_rceil = false;
-  uint32_t* cell_amax = nullptr;
-  float* cell_scale = nullptr;
-};
-cudaError_t LaunchQuantizeGeneric(const GenericQuantizeParams& params, cudaStream_t stream);
-
 // The tiled one-pass quantizer (quantize_tiled.cu): one read of X (m, k) and one write of each
 // output, a CTA per 128x128 tile of X, the recipe of kernels/cpu/quantize.cc (bit-exact).
 //   k1x128Transposed    1x128 of Y = Xᵀ (k, m), m a multiple of 128: output (k, m), scales
@@ -159,22 +132,25 @@ cudaError_t LaunchPad(const PadParams& params, cudaStream_t stream);
 // out_rows, and that the padded row count fits in in_rows.
 cudaError_t LaunchUnpad(const PadParams& params, cudaStream_t stream);
 
-// The row-wise quantizers (quantize_rows.cu), the recipes of kernels/cpu/quantize.cc: per_row,
-// per_tensor and mx1x32 of Y = X, jagged_rowwise (1x128 of X, group ends checked) and
-// jagged_colwise (Y = Xᵀ, one scale per (group, column of X)). Strides are in elements.
+// The row- and column-wise quantizers (quantize_rows.cu), the recipes of
+// kernels/cpu/quantize.cc: per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ (the
+// *Transposed kinds), jagged_rowwise (1x128 of X, group ends checked) and jagged_colwise (Y = Xᵀ,
+// one scale per (group, column of X)). Strides are in elements.
 enum class RowQuantizeKind : uint8_t { kPerRow, kPerTensor, kMx1x32, kJaggedRowwise,
-                                       kJaggedColwise };
+                                       kJaggedColwise, kPerRowTransposed, kPerTensorTransposed,
+                                       kMx1x32Transposed };
 struct RowQuantizeParams {
   RowQuantizeKind kind = RowQuantizeKind::kPerRow;
   const void* input = nullptr;  // X (m, k)
   int64_t input_stride = 0;
   InputType input_type = InputType::kBF16;
   int64_t m = 0, k = 0;
-  uint8_t* output = nullptr;    // Y: (m, k), or (k, m) for jagged_colwise
+  uint8_t* output = nullptr;    // Y: (m, k), or (k, m) for jagged_colwise and *Transposed
   int64_t output_stride = 0;
   Fp8Format format = Fp8Format::kE4M3FN;
   // f32, or u8 e8m0 for mx1x32: (m, 1) per_row, (1) per_tensor, (m, k/32) mx1x32, (m, k/128) or
-  // (k/128, m) jagged_rowwise, (groups, k) jagged_colwise.
+  // (k/128, m) jagged_rowwise, (groups, k) jagged_colwise; of Y = Xᵀ: (k, 1) per_row, (1)
+  // per_tensor, (k, m/32) mx1x32.
   void* scales = nullptr;
   int64_t scales_stride = 0;
   bool k_block_major_scales = false;  // jagged_rowwise

@@ -444,35 +444,67 @@ __global__ void __launch_bounds__(kRowThreads)
 // ---------------------------------------------------------------------------------------------
 // Jagged: the group-end check and the column-wise kernels.
 
+// The groups of the column-wise kinds: per_row of Xᵀ is jagged_colwise with one group of every
+// row.
+__host__ __device__ __forceinline__ int64_t ColGroups(const RowQuantizeParams& p) {
+  return p.kind == RowQuantizeKind::kPerRowTransposed ? 1 : p.groups;
+}
+
+// Where the stored scale of (group g, column col of X) goes: (groups, k) for jagged_colwise,
+// (k, 1) for per_row of Xᵀ.
+__device__ __forceinline__ int64_t ColScaleAt(const RowQuantizeParams& p, int64_t g, int64_t col) {
+  return p.kind == RowQuantizeKind::kPerRowTransposed ? col * p.scales_stride
+                                                      : g * p.scales_stride + col;
+}
+
 struct JaggedScratch {
   int32_t* valid;
-  int64_t* ends;       // (groups) the checked copy
-  uint32_t* cell_amax; // (groups, k), jagged_colwise
-  float* cell_scale;   // (groups, k), jagged_colwise
+  int64_t* ends;        // (groups) the checked copy
+  uint32_t* cell_amax;  // (groups, k), column kinds; zeroed by CheckGroupEndsKernel
+  uint32_t* strip_done; // (ColStrips) tiles done per column strip (ColTileKernel); zeroed too
+  float* cell_scale;    // (groups, k), the two-read column kernels
+  int64_t zero_words;   // from cell_amax to the end of strip_done
 };
 
 int64_t EndsOffset() { return kScratchAlign; }
 int64_t CellsOffset(int64_t groups) { return kScratchAlign + AlignUp(groups * 8, kScratchAlign); }
+// Column strips of the tiled column kernel, for the narrowest strip (64 f32 columns).
+int64_t ColStrips(int64_t k) { return (k + 63) / 64; }
 
 JaggedScratch ScratchOf(const RowQuantizeParams& p) {
   char* base = static_cast<char*>(p.scratch);
-  const int64_t cells = p.groups * p.k;
+  const int64_t groups = ColGroups(p);
+  const int64_t cell_bytes = AlignUp(groups * p.k * 4, kScratchAlign);
+  const int64_t strip_bytes = AlignUp(ColStrips(p.k) * 4, kScratchAlign);
   JaggedScratch s;
   s.valid = reinterpret_cast<int32_t*>(base);
   s.ends = reinterpret_cast<int64_t*>(base + EndsOffset());
-  s.cell_amax = reinterpret_cast<uint32_t*>(base + CellsOffset(p.groups));
-  s.cell_scale = reinterpret_cast<float*>(base + CellsOffset(p.groups) +
-                                          AlignUp(cells * 4, kScratchAlign));
+  s.cell_amax = reinterpret_cast<uint32_t*>(base + CellsOffset(groups));
+  s.strip_done = reinterpret_cast<uint32_t*>(base + CellsOffset(groups) + cell_bytes);
+  s.cell_scale =
+      reinterpret_cast<float*>(base + CellsOffset(groups) + cell_bytes + strip_bytes);
+  s.zero_words = (cell_bytes + strip_bytes) / 4;
   return s;
 }
 
-// One CTA: copies the client's ends once into `ends`, checks the copy as kd::CheckGroupEnds
-// does and writes the verdict to `valid` and a violation to p.error.
+// CTA 0 copies the client's ends once into `ends` (for per_row of Xᵀ, the one end m), checks
+// the copy as kd::CheckGroupEnds does and writes the verdict to `valid` and a violation to
+// p.error; every CTA zeroes its share of `zero` (`zero_words` words; none for null).
 __global__ void __launch_bounds__(kCheckThreads)
-    CheckGroupEndsKernel(RowQuantizeParams p, int64_t* ends, int32_t* valid) {
-  for (int64_t g = threadIdx.x; g < p.groups; g += kCheckThreads) ends[g] = ClientEnd(p, g);
+    CheckGroupEndsKernel(RowQuantizeParams p, int64_t* ends, int32_t* valid, uint32_t* zero,
+                         int64_t zero_words) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kCheckThreads + threadIdx.x; i < zero_words;
+       i += static_cast<int64_t>(gridDim.x) * kCheckThreads) {
+    zero[i] = 0;
+  }
+  if (blockIdx.x != 0) return;
+  const int64_t groups = ColGroups(p);
+  const bool single = p.kind == RowQuantizeKind::kPerRowTransposed;
+  for (int64_t g = threadIdx.x; g < groups; g += kCheckThreads) {
+    ends[g] = single ? p.m : ClientEnd(p, g);
+  }
   __syncthreads();
-  const Violation v = FindViolation([&](int64_t g) { return ends[g]; }, p.groups, p.m);
+  const Violation v = FindViolation([&](int64_t g) { return ends[g]; }, groups, p.m);
   if (threadIdx.x != 0) return;
   *valid = v.code == DeviceErrorRecord::kNone;
   ReportViolation(p, v);
@@ -503,7 +535,7 @@ __global__ void __launch_bounds__(kColAmaxThreads)
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kColAmaxRows;
   const int64_t r_end = min(p.m, r_begin + kColAmaxRows);
   const S* input = static_cast<const S*>(p.input);
-  int64_t g = GroupOfRow(s.ends, p.groups, r_begin);  // < groups: the last end is m
+  int64_t g = GroupOfRow(s.ends, ColGroups(p), r_begin);  // < groups: the last end is m
   int64_t g_end = s.ends[g];
   uint32_t acc[kVec];
 #pragma unroll
@@ -545,12 +577,12 @@ __global__ void __launch_bounds__(kColAmaxThreads)
 template <typename F>
 __global__ void __launch_bounds__(kColThreads) ColScaleKernel(RowQuantizeParams p, JaggedScratch s) {
   if (*s.valid == 0) return;
-  const int64_t cells = p.groups * p.k;
+  const int64_t cells = ColGroups(p) * p.k;
   for (int64_t cell = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x; cell < cells;
        cell += static_cast<int64_t>(gridDim.x) * kColThreads) {
     const BlockScale sc = ComputeScale(s.cell_amax[cell], F::kMax, p.eps, p.pow2_scales);
     s.cell_scale[cell] = sc.quant;
-    static_cast<float*>(p.scales)[(cell / p.k) * p.scales_stride + cell % p.k] = sc.stored;
+    static_cast<float*>(p.scales)[ColScaleAt(p, cell / p.k, cell % p.k)] = sc.stored;
   }
 }
 
@@ -578,7 +610,7 @@ __global__ void __launch_bounds__(kColThreads)
   for (int64_t t = blockIdx.y; t < row_tiles; t += gridDim.y) {
     const int64_t m0 = (row_tiles - 1 - t) * kColTileRows;
     if (tid < kColTileRows) {
-      group_of[tid] = m0 + tid < p.m ? GroupOfRow(s.ends, p.groups, m0 + tid) : 0;
+      group_of[tid] = m0 + tid < p.m ? GroupOfRow(s.ends, ColGroups(p), m0 + tid) : 0;
     }
     __syncthreads();
 #pragma unroll
@@ -655,6 +687,406 @@ __global__ void __launch_bounds__(kColThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Y = Xᵀ by tiles of X, one kernel: jagged_colwise and per_row of Xᵀ (ColMode::kCells: a scale
+// per (group, column of X)), per_tensor of Xᵀ (kTensor: the scale from TensorAmaxKernel's
+// partials) and mx1x32 of Xᵀ (kMx: 32x1 blocks of X along M). A tile is kCtRows rows x 16 chunks
+// of X (128 two-byte or 64 f32 columns). Thread t holds chunk column t % 16 of the 8 rows of
+// quads t / 16 and t / 16 + 16 (a quad: 4 consecutive rows) in registers, encodes them with its
+// columns' scales and transposes the codes through shared memory (4x4 byte transposes; the
+// words of Y row `col` swizzled by 2 * (col / kVec), conflict-free), so that the tile's Y rows
+// leave with 16-byte stores, a warp writing four 128-byte runs.
+// The grid is persistent: CTA b takes items b, b + grid, ..., with the next two items' chunks
+// in flight to shared memory (cp.async) while it works on the current one from registers.
+// kCells reads X once: a cell's scale needs the amax of every row of its group, so items go
+// strip by strip (a strip: one tile column over all M rows, kRowTiles tiles), and a tile's CTA
+// folds its column maxima into the cells of the groups it meets (atomicMax), counts the tile in
+// its strip's counter, puts the next item's loads in flight, waits until the strip's count is
+// complete and encodes from the registers it kept. A CTA waits only for tiles of its own strip;
+// those not yet taken go to CTAs whose current items are lower than every waiting one, so the
+// lowest pending item always completes provided every CTA is resident (cooperative launch) and a
+// strip has no more tiles than the grid has CTAs (else the two-read kernels run).
+enum class ColMode { kCells, kTensor, kMx };
+
+constexpr int kCtThreads = 256;
+constexpr int kCtRows = 128;
+constexpr int kCtChunks = 16;                           // 16-byte chunks per tile row
+constexpr int kCtQuads = kCtRows / 4;                   // code words per Y row of a tile
+constexpr int kCtHalfQuads = kCtThreads / kCtChunks;    // quads per half of a tile
+constexpr int kCtWarps = kCtThreads / 32;
+constexpr int kCtSlots = 8;                             // rows a thread holds
+static_assert(2 * kCtHalfQuads == kCtQuads, "two quads per thread");
+
+constexpr int kCtStages = 2;  // items whose chunks are in flight ahead of the current one
+constexpr int kCtStagedBytes = kCtStages * kCtSlots * kCtThreads * 16;  // dynamic, 64 KB
+
+template <InputType kType>
+constexpr int kCtColsOf = kCtChunks * kVecOf<kType>;
+
+struct ColTileArgs {
+  bool vec_in = false, vec_out16 = false;
+  int64_t row_tiles = 0, strips = 0, items = 0;
+  // kCells
+  int64_t groups = 0;
+  const int32_t* valid = nullptr;
+  const int64_t* ends = nullptr;   // the checked copy
+  uint32_t* cell_amax = nullptr;   // (groups, k), zero at launch
+  uint32_t* strip_done = nullptr;  // (strips), zero at launch
+  // kTensor
+  const uint32_t* partials = nullptr;
+  int64_t partial_count = 0;
+};
+
+// The local row of slot j of this thread.
+__device__ __forceinline__ int CtSlotRow(int j) {
+  return 4 * (static_cast<int>(threadIdx.x) / kCtChunks + kCtHalfQuads * (j / 4)) + j % 4;
+}
+
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* at) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(at) : "memory");
+  return v;
+}
+
+// First g in [0, groups] whose first row (0 for g = 0, else ends[g-1]) is at least r.
+__device__ __forceinline__ int64_t FirstGroupFrom(const int64_t* ends, int64_t groups, int64_t r) {
+  if (r <= 0) return 0;
+  int64_t lo = 1, hi = groups;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid - 1] >= r) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+// |x| maxima of the elements of a chunk word, element-wise (two halves of two-byte inputs).
+template <InputType kType>
+__device__ __forceinline__ uint32_t AbsMaxWord(uint32_t acc, uint32_t w) {
+  if constexpr (kType == InputType::kF32) {
+    return max(acc, w & kAbsMask);
+  } else {
+    return MaxU16x2(acc, w & 0x7FFF7FFFu);
+  }
+}
+
+template <InputType kType>
+__device__ __forceinline__ uint32_t WordOf(const uint4& c, int w) {
+  return w == 0 ? c.x : w == 1 ? c.y : w == 2 ? c.z : c.w;
+}
+
+// Element i of packed maxima `acc` as the bits of an fp32 |x|.
+template <InputType kType>
+__device__ __forceinline__ uint32_t ColumnBits(const uint32_t (&acc)[4], int i) {
+  if constexpr (kType == InputType::kF32) {
+    return acc[i];
+  } else {
+    const uint32_t h = (acc[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
+    if constexpr (kType == InputType::kBF16) {
+      return h << 16;
+    } else {
+      return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(h))));
+    }
+  }
+}
+
+// Folds the packed column maxima of the warp's two quads (lanes l and l + 16 hold the same
+// chunk column) and writes the warp's maximum of each tile column to red_warp (lanes 0..15).
+template <InputType kType>
+__device__ __forceinline__ void WarpColumnMax(uint32_t (&acc)[4], uint32_t* red_warp) {
+  constexpr int kVec = kVecOf<kType>;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, acc[w], 16);
+    if constexpr (kType == InputType::kF32) {
+      acc[w] = max(acc[w], other);
+    } else {
+      acc[w] = MaxU16x2(acc[w], other);
+    }
+  }
+  const int lane = threadIdx.x % 32;
+  if (lane < 16) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) red_warp[lane * kVec + i] = ColumnBits<kType>(acc, i);
+  }
+}
+
+// The codes of chunk `raw` at the column scales `q`.
+template <InputType kType, typename F>
+__device__ __forceinline__ void EncodeWords(const uint4& raw, const float (&q)[kVecOf<kType>],
+                                            uint32_t (&words)[kVecOf<kType> / 4]) {
+  constexpr int kVec = kVecOf<kType>;
+  float y[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw, i), q[i]);
+  PackCodes<F, kVec>(y, words);
+}
+
+template <InputType kType, typename F, ColMode kMode>
+__global__ void __launch_bounds__(kCtThreads, 2)
+    ColTileKernel(RowQuantizeParams p, ColTileArgs a) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  constexpr int kCols = kCtColsOf<kType>;
+  constexpr int kHalves = kMode == ColMode::kMx ? 2 : 1;
+  constexpr int kPieces = kCols * (kCtRows / 16) / kCtThreads;  // 16-byte stores per thread
+  __shared__ uint32_t red[kHalves][kCtWarps][kCols];
+  __shared__ float col_quant[kMode == ColMode::kMx ? 4 : 1][kCols];
+  __shared__ __align__(16) uint32_t codes[kCols * kCtQuads];
+  __shared__ uint32_t warp_max[kCtWarps];
+  extern __shared__ uint4 staged[];  // kCtStagedBytes: kCtStages items' chunks
+  const int tid = threadIdx.x;
+  const int cc = tid % kCtChunks;
+  const int warp = tid / 32;
+  if constexpr (kMode == ColMode::kCells) {
+    if (*a.valid == 0) return;
+  }
+  float tensor_quant = 0.0f;
+  if constexpr (kMode == ColMode::kTensor) {
+    uint32_t m = 0;
+    for (int64_t i = tid; i < a.partial_count; i += kCtThreads) m = max(m, a.partials[i]);
+    m = CtaMax(m, warp_max);
+    const BlockScale sc = ComputeScale(m, F::kMax, p.eps, p.pow2_scales);
+    if (blockIdx.x == 0 && tid == 0) static_cast<float*>(p.scales)[0] = sc.stored;
+    tensor_quant = sc.quant;
+  }
+  const S* input = static_cast<const S*>(p.input);
+  const auto coords = [&](int64_t n, int64_t& m0, int64_t& k0, int64_t& strip) {
+    int64_t tile;
+    if constexpr (kMode == ColMode::kTensor) {
+      // Backwards, row band by row band: the end of X, read last by the amax kernel, first.
+      const int64_t r = a.items - 1 - n;
+      tile = r / a.strips;
+      strip = r % a.strips;
+    } else {
+      strip = n / a.row_tiles;
+      tile = n % a.row_tiles;
+    }
+    m0 = tile * kCtRows;
+    k0 = strip * kCols;
+  };
+  // Item n's chunks into this thread's slots of stage `stage` (slot j at j * kCtThreads + tid,
+  // read back only by this thread): cp.async where a chunk is whole and aligned, else loaded
+  // here. Every call commits one cp.async group, an empty one past the last item.
+  const auto prefetch = [&](int64_t n, int stage) {
+    if (n >= a.items) {
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      return;
+    }
+    int64_t m0, k0, strip;
+    coords(n, m0, k0, strip);
+    const int64_t c = k0 / kVec + cc;
+    const bool whole = a.vec_in && (c + 1) * kVec <= p.k;
+#pragma unroll
+    for (int j = 0; j < kCtSlots; ++j) {
+      const int64_t m = m0 + CtSlotRow(j);
+      uint4* dst = &staged[(stage * kCtSlots + j) * kCtThreads + tid];
+      if (whole && m < p.m) {
+        const S* src = input + m * p.input_stride + c * kVec;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                         static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+                     "l"(src)
+                     : "memory");
+      } else {
+        *dst = m < p.m ? LoadChunk<kType>(input + m * p.input_stride, c, p.k, a.vec_in)
+                       : make_uint4(0, 0, 0, 0);
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  const auto step = [&](int64_t n, int stage) {
+    int64_t m0, k0, strip;
+    coords(n, m0, k0, strip);
+    static_assert(kCtStages == 2, "one group (the next item's) may stay in flight");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    uint4 tile[kCtSlots];
+#pragma unroll
+    for (int j = 0; j < kCtSlots; ++j) tile[j] = staged[(stage * kCtSlots + j) * kCtThreads + tid];
+    prefetch(n + kCtStages * static_cast<int64_t>(gridDim.x), stage);
+    const int64_t m_end = min(m0 + kCtRows, p.m);
+    uint32_t row_codes[kCtSlots][kVec / 4];
+#pragma unroll
+    for (int j = 0; j < kCtSlots; ++j) {
+#pragma unroll
+      for (int w = 0; w < kVec / 4; ++w) row_codes[j][w] = 0;
+    }
+    if constexpr (kMode == ColMode::kCells) {
+      // Column maxima of each group the tile meets into its cells.
+      int64_t g = GroupOfRow(a.ends, a.groups, m0);
+      int64_t lo = m0;
+      while (true) {
+        const int64_t hi = min(a.ends[g], m_end);
+        uint32_t acc[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < kCtSlots; ++j) {
+          const int64_t r = m0 + CtSlotRow(j);
+          if (r >= lo && r < hi) {
+#pragma unroll
+            for (int w = 0; w < 4; ++w) acc[w] = AbsMaxWord<kType>(acc[w], WordOf<kType>(tile[j], w));
+          }
+        }
+        WarpColumnMax<kType>(acc, red[0][warp]);
+        __syncthreads();
+        if (tid < kCols) {
+          uint32_t m = 0;
+#pragma unroll
+          for (int w = 0; w < kCtWarps; ++w) m = max(m, red[0][w][tid]);
+          if (m != 0 && k0 + tid < p.k) atomicMax(&a.cell_amax[g * p.k + k0 + tid], m);
+          __threadfence();
+        }
+        __syncthreads();
+        if (hi >= m_end) break;
+        lo = hi;
+        g = GroupOfRow(a.ends, a.groups, lo);
+      }
+      if (tid == 0) {
+        __threadfence();
+        atomicAdd(&a.strip_done[strip], 1u);
+      }
+    }
+    if constexpr (kMode == ColMode::kCells) {
+      if (tid == 0) {
+        while (LoadAcquire(&a.strip_done[strip]) < static_cast<uint32_t>(a.row_tiles)) {
+          __nanosleep(64);
+        }
+      }
+      __syncthreads();
+      // Encode group by group with the cells' final scales.
+      int64_t g = GroupOfRow(a.ends, a.groups, m0);
+      int64_t lo = m0;
+      while (true) {
+        const int64_t hi = min(a.ends[g], m_end);
+        if (tid < kCols) {
+          const uint32_t amax = k0 + tid < p.k ? __ldcg(&a.cell_amax[g * p.k + k0 + tid]) : 0u;
+          col_quant[0][tid] = ComputeScale(amax, F::kMax, p.eps, p.pow2_scales).quant;
+        }
+        __syncthreads();
+        float q[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) q[i] = col_quant[0][cc * kVec + i];
+#pragma unroll
+        for (int j = 0; j < kCtSlots; ++j) {
+          const int64_t r = m0 + CtSlotRow(j);
+          if (r >= lo && r < hi) EncodeWords<kType, F>(tile[j], q, row_codes[j]);
+        }
+        if (hi >= m_end) break;
+        __syncthreads();  // col_quant is rewritten
+        lo = hi;
+        g = GroupOfRow(a.ends, a.groups, lo);
+      }
+      // The stored scales of the groups whose first row is in this tile (an empty group's at the
+      // row where it would start; the last tile also takes the groups that start at m).
+      const int64_t g_lo = FirstGroupFrom(a.ends, a.groups, m0);
+      const int64_t g_hi = m_end == p.m ? a.groups : FirstGroupFrom(a.ends, a.groups, m_end);
+      if (tid < kCols && k0 + tid < p.k) {
+        for (int64_t gs = g_lo; gs < g_hi; ++gs) {
+          const uint32_t amax = __ldcg(&a.cell_amax[gs * p.k + k0 + tid]);
+          static_cast<float*>(p.scales)[ColScaleAt(p, gs, k0 + tid)] =
+              ComputeScale(amax, F::kMax, p.eps, p.pow2_scales).stored;
+        }
+      }
+    } else if constexpr (kMode == ColMode::kTensor) {
+      float q[kVec];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) q[i] = tensor_quant;
+#pragma unroll
+      for (int j = 0; j < kCtSlots; ++j) {
+        if (m0 + CtSlotRow(j) < m_end) EncodeWords<kType, F>(tile[j], q, row_codes[j]);
+      }
+    } else {
+      // 32x1 blocks: block b holds the rows of half b / 2 of warps 4 * (b % 2) .. + 3.
+      uint32_t acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+      for (int j = 0; j < kCtSlots; ++j) {
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          acc[j / 4][w] = AbsMaxWord<kType>(acc[j / 4][w], WordOf<kType>(tile[j], w));
+        }
+      }
+      WarpColumnMax<kType>(acc[0], red[0][warp]);
+      WarpColumnMax<kType>(acc[1], red[kHalves - 1][warp]);
+      __syncthreads();
+      if (tid < kCols) {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          uint32_t m = 0;
+#pragma unroll
+          for (int w = 0; w < 4; ++w) m = max(m, red[(b / 2) % kHalves][4 * (b % 2) + w][tid]);
+          const uint8_t sc = MxScaleCode<F>(m, p.mx_rceil);
+          col_quant[b % (kMode == ColMode::kMx ? 4 : 1)][tid] = MxMultiplier(sc);
+          if (k0 + tid < p.k && m0 + 32 * b < p.m) {
+            static_cast<uint8_t*>(p.scales)[(k0 + tid) * p.scales_stride + m0 / 32 + b] = sc;
+          }
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kCtSlots; ++j) {
+        const int row = CtSlotRow(j);
+        float q[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          q[i] = col_quant[(row / 32) % (kMode == ColMode::kMx ? 4 : 1)][cc * kVec + i];
+        }
+        if (m0 + row < m_end) EncodeWords<kType, F>(tile[j], q, row_codes[j]);
+      }
+    }
+    // Transpose the codes into the tile's Y rows: word `quad` of Y row col holds rows
+    // 4 * quad .. + 3 of X column col.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int quad = tid / kCtChunks + kCtHalfQuads * h;
+      const int at = quad ^ (2 * cc);
+#pragma unroll
+      for (int w = 0; w < kVec / 4; ++w) {
+        const uint32_t r0 = row_codes[4 * h][w], r1 = row_codes[4 * h + 1][w];
+        const uint32_t r2 = row_codes[4 * h + 2][w], r3 = row_codes[4 * h + 3][w];
+        const uint32_t lo01 = __byte_perm(r0, r1, 0x5140);
+        const uint32_t lo23 = __byte_perm(r2, r3, 0x5140);
+        const uint32_t hi01 = __byte_perm(r0, r1, 0x7362);
+        const uint32_t hi23 = __byte_perm(r2, r3, 0x7362);
+        const int col = cc * kVec + 4 * w;
+        codes[(col + 0) * kCtQuads + at] = __byte_perm(lo01, lo23, 0x5410);
+        codes[(col + 1) * kCtQuads + at] = __byte_perm(lo01, lo23, 0x7632);
+        codes[(col + 2) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x5410);
+        codes[(col + 3) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x7632);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int u = i * kCtThreads + tid;
+      const int yr = u / 8, part = u % 8;
+      const int ccr = yr / kVec;
+      uint4 v = *reinterpret_cast<const uint4*>(&codes[yr * kCtQuads + 4 * (part ^ (ccr >> 1))]);
+      if (ccr & 1) v = make_uint4(v.z, v.w, v.x, v.y);
+      const int64_t k = k0 + yr;
+      const int64_t mcol = m0 + 16 * part;
+      if (k < p.k && mcol < p.m) {
+        uint8_t* dst = p.output + k * p.output_stride + mcol;
+        if (a.vec_out16 && mcol + 16 <= p.m) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else {
+          const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int b = 0; b < 16; ++b) {
+            if (mcol + b < p.m) dst[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
+          }
+        }
+      }
+    }
+    __syncthreads();  // codes (and red, col_quant) are reused by the next item
+  };
+  if (blockIdx.x >= a.items) return;
+  prefetch(blockIdx.x, 0);
+  prefetch(blockIdx.x + static_cast<int64_t>(gridDim.x), 1);
+  int stage = 0;
+  for (int64_t n = blockIdx.x; n < a.items; n += gridDim.x) {
+    step(n, stage);
+    stage ^= 1;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Launchers.
 
 // CTAs of `kKernel` with `threads` threads resident on the whole device at once.
@@ -681,6 +1113,93 @@ dim3 TensorGrid(const RowQuantizeParams& p, int vec, int64_t resident) {
   const int64_t groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
   const int64_t y = Clamp(std::min(resident / x, kMaxPartials / x), 1, std::min<int64_t>(groups, 65535));
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+// ColTileKernel's launch: a persistent grid of at most the resident CTAs; `cooperative` for
+// kCells (its CTAs wait on each other). `a` holds the mode's own fields; the rest is set here.
+// cudaErrorCooperativeLaunchTooLarge when kCells cannot have a strip's tiles resident at once.
+template <InputType kType, typename F, ColMode kMode>
+cudaError_t LaunchColTiles(const RowQuantizeParams& p, ColTileArgs a, cudaStream_t stream) {
+  using S = typename Input<kType>::Storage;
+  constexpr auto kKernel = ColTileKernel<kType, F, kMode>;
+  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  a.vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
+  a.vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
+  a.row_tiles = (p.m + kCtRows - 1) / kCtRows;
+  a.strips = (p.k + kCtColsOf<kType> - 1) / kCtColsOf<kType>;
+  a.items = a.row_tiles * a.strips;
+  static int per_sm = 0;  // per kernel; the same on every device of a node
+  int device = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess && per_sm == 0) {
+    err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kCtStagedBytes);
+    if (err == cudaSuccess) {
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kCtThreads,
+                                                          kCtStagedBytes);
+    }
+  }
+  if (err != cudaSuccess) return err;
+  const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  const int64_t grid = std::min(a.items, resident);
+  if (kMode != ColMode::kCells) {
+    kKernel<<<static_cast<unsigned>(grid), kCtThreads, kCtStagedBytes, stream>>>(p, a);
+    return cudaGetLastError();
+  }
+  if (a.row_tiles > grid) return cudaErrorCooperativeLaunchTooLarge;
+  RowQuantizeParams params = p;
+  void* args[] = {&params, &a};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kKernel),
+                                     dim3(static_cast<unsigned>(grid)), dim3(kCtThreads), args,
+                                     kCtStagedBytes, stream);
+}
+
+// jagged_colwise and per_row of Xᵀ: the ends checked (and the cells zeroed), then the one-read
+// tiled kernel, or where a strip's tiles cannot all be resident at once (m above about 33 K rows
+// on H100) the two-read kernels: amax per cell, scales per cell, a transposing encode.
+template <InputType kType, typename F>
+cudaError_t LaunchColumnCells(const RowQuantizeParams& p, cudaStream_t stream) {
+  using S = typename Input<kType>::Storage;
+  constexpr int kVec = kVecOf<kType>;
+  const int64_t groups = ColGroups(p);
+  const JaggedScratch s = ScratchOf(p);
+  const int64_t zero_ctas = std::min<int64_t>(64, s.zero_words / (4 * kCheckThreads) + 1);
+  CheckGroupEndsKernel<<<static_cast<unsigned>(zero_ctas), kCheckThreads, 0, stream>>>(
+      p, s.ends, s.valid, s.cell_amax, s.zero_words);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  // No group: nothing to write (the CPU backend writes nothing either).
+  if (groups == 0) return cudaSuccess;
+  ColTileArgs a;
+  a.groups = groups;
+  a.valid = s.valid;
+  a.ends = s.ends;
+  a.cell_amax = s.cell_amax;
+  a.strip_done = s.strip_done;
+  err = LaunchColTiles<kType, F, ColMode::kCells>(p, a, stream);
+  if (err != cudaErrorCooperativeLaunchTooLarge) return err;
+  cudaGetLastError();  // not sticky: the fallback below runs
+  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
+  const int64_t cpr = (p.k + kVec - 1) / kVec;
+  const int64_t cells = groups * p.k;
+  const int64_t amax_x = (cpr + kColAmaxThreads - 1) / kColAmaxThreads;
+  const int64_t amax_y = (p.m + kColAmaxRows - 1) / kColAmaxRows;
+  const int64_t enc_x = (p.k + kColTileCols - 1) / kColTileCols;
+  const int64_t enc_y = (p.m + kColTileRows - 1) / kColTileRows;
+  if (amax_x > 0x7FFFFFFF || amax_y > 65535 || enc_x > 0x7FFFFFFF) {
+    return cudaErrorInvalidConfiguration;
+  }
+  ColAmaxKernel<kType><<<dim3(static_cast<unsigned>(amax_x), static_cast<unsigned>(amax_y)),
+                         kColAmaxThreads, 0, stream>>>(p, vec_in, s);
+  const int64_t scale_blocks = std::min<int64_t>((cells + kColThreads - 1) / kColThreads, 132 * 32);
+  ColScaleKernel<F><<<static_cast<unsigned>(scale_blocks), kColThreads, 0, stream>>>(p, s);
+  const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
+  ColEncodeKernel<kType, F><<<dim3(static_cast<unsigned>(enc_x),
+                                   static_cast<unsigned>(std::min<int64_t>(enc_y, 65535))),
+                              kColThreads, 0, stream>>>(p, vec_in, vec_out16, s);
+  return cudaGetLastError();
 }
 
 template <InputType kType, typename F>
@@ -734,38 +1253,34 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
         return cudaGetLastError();
       }
       break;
+    case RowQuantizeKind::kMx1x32Transposed:
+      if constexpr (F::kFnuz) {
+        return cudaErrorInvalidValue;
+      } else {
+        return LaunchColTiles<kType, F, ColMode::kMx>(p, ColTileArgs(), stream);
+      }
+    case RowQuantizeKind::kPerTensorTransposed: {
+      int64_t resident = 0;
+      const cudaError_t err = ResidentCtas<TensorAmaxKernel<kType>>(kRowThreads, resident);
+      if (err != cudaSuccess) return err;
+      const dim3 amax_grid = TensorGrid(p, kVec, resident);
+      uint32_t* partials = static_cast<uint32_t*>(p.scratch);
+      TensorAmaxKernel<kType><<<amax_grid, kRowThreads, 0, stream>>>(p, vec_in, partials);
+      ColTileArgs a;
+      a.partials = partials;
+      a.partial_count = static_cast<int64_t>(amax_grid.x) * amax_grid.y;
+      return LaunchColTiles<kType, F, ColMode::kTensor>(p, a, stream);
+    }
     case RowQuantizeKind::kJaggedColwise:
-      break;
+    case RowQuantizeKind::kPerRowTransposed:
+      return LaunchColumnCells<kType, F>(p, stream);
   }
   const JaggedScratch s = ScratchOf(p);
-  CheckGroupEndsKernel<<<1, kCheckThreads, 0, stream>>>(p, s.ends, s.valid);
-  cudaError_t err = cudaGetLastError();
+  CheckGroupEndsKernel<<<1, kCheckThreads, 0, stream>>>(p, s.ends, s.valid, nullptr, 0);
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  if (p.kind == RowQuantizeKind::kJaggedRowwise) {
-    RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
-                                                                           s.valid, false);
-    return cudaGetLastError();
-  }
-  // jagged_colwise. No group: nothing to write (the CPU backend writes nothing either).
-  if (p.groups == 0) return cudaSuccess;
-  const int64_t cells = p.groups * p.k;
-  err = cudaMemsetAsync(s.cell_amax, 0, cells * sizeof(uint32_t), stream);
-  if (err != cudaSuccess) return err;
-  const int64_t amax_x = (cpr + kColAmaxThreads - 1) / kColAmaxThreads;
-  const int64_t amax_y = (p.m + kColAmaxRows - 1) / kColAmaxRows;
-  const int64_t enc_x = (p.k + kColTileCols - 1) / kColTileCols;
-  const int64_t enc_y = (p.m + kColTileRows - 1) / kColTileRows;
-  if (amax_x > 0x7FFFFFFF || amax_y > 65535 || enc_x > 0x7FFFFFFF) {
-    return cudaErrorInvalidConfiguration;
-  }
-  ColAmaxKernel<kType><<<dim3(static_cast<unsigned>(amax_x), static_cast<unsigned>(amax_y)),
-                         kColAmaxThreads, 0, stream>>>(p, vec_in, s);
-  const int64_t scale_blocks = std::min<int64_t>((cells + kColThreads - 1) / kColThreads, 132 * 32);
-  ColScaleKernel<F><<<static_cast<unsigned>(scale_blocks), kColThreads, 0, stream>>>(p, s);
-  const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
-  ColEncodeKernel<kType, F><<<dim3(static_cast<unsigned>(enc_x),
-                                   static_cast<unsigned>(std::min<int64_t>(enc_y, 65535))),
-                              kColThreads, 0, stream>>>(p, vec_in, vec_out16, s);
+  RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
+                                                                         s.valid, false);
   return cudaGetLastError();
 }
 
@@ -784,16 +1299,20 @@ cudaError_t LaunchRowsFormat(const RowQuantizeParams& p, cudaStream_t stream) {
 
 uint64_t RowQuantizeScratchBytes(const RowQuantizeParams& p) {
   switch (p.kind) {
-    case RowQuantizeKind::kPerTensor: {
+    case RowQuantizeKind::kPerTensor:
+    case RowQuantizeKind::kPerTensorTransposed: {
       const int vec = p.input_type == InputType::kF32 ? 4 : 8;
       const int64_t x = ((p.k + vec - 1) / vec + quant::kRowThreads - 1) / quant::kRowThreads;
       return static_cast<uint64_t>(std::max(quant::kMaxPartials, x)) * sizeof(uint32_t);
     }
     case RowQuantizeKind::kJaggedRowwise:
       return static_cast<uint64_t>(quant::CellsOffset(p.groups));
-    case RowQuantizeKind::kJaggedColwise: {
-      const int64_t cell_bytes = quant::AlignUp(p.groups * p.k * 4, quant::kScratchAlign);
-      return static_cast<uint64_t>(quant::CellsOffset(p.groups) + 2 * cell_bytes);
+    case RowQuantizeKind::kJaggedColwise:
+    case RowQuantizeKind::kPerRowTransposed: {
+      const int64_t groups = quant::ColGroups(p);
+      const int64_t cell_bytes = quant::AlignUp(groups * p.k * 4, quant::kScratchAlign);
+      const int64_t strip_bytes = quant::AlignUp(quant::ColStrips(p.k) * 4, quant::kScratchAlign);
+      return static_cast<uint64_t>(quant::CellsOffset(groups) + 2 * cell_bytes + strip_bytes);
     }
     default:
       return 0;

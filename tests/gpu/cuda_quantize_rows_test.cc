@@ -1,5 +1,6 @@
-// The row-wise quantizers of the CUDA backend (kernels/cuda/quantize_rows.cu: per_row, per_tensor
-// and mx1x32 of Y = X, jagged_rowwise, jagged_colwise) against the CPU backend, bit for bit:
+// The row- and column-wise quantizers of the CUDA backend (kernels/cuda/quantize_rows.cu: per_row,
+// per_tensor and mx1x32 of Y = X and of Y = Xᵀ, jagged_rowwise, jagged_colwise) against the CPU
+// backend, bit for bit:
 // ragged shapes (M not a multiple of 128, K as small as the recipe allows, rows longer than one
 // CTA holds), strided and unaligned rows, every input and output type, rows with NaN, Inf,
 // zeros, subnormals and values near the input type's maximum, and jagged group ends with empty
@@ -115,7 +116,8 @@ struct Shape {
   int64_t m, k, in_pad, out_pad, scale_pad;
 };
 
-enum Kind { kPerRow, kPerTensor, kMx, kJaggedRowwise, kJaggedColwise, kKinds };
+enum Kind { kPerRow, kPerTensor, kMx, kJaggedRowwise, kJaggedColwise, kPerRowT, kPerTensorT, kMxT,
+            kKinds };
 
 TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
   KD_REQUIRE_CUDA(gpu);
@@ -125,9 +127,11 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
   std::mt19937_64 rng(4242);
   // K=40064: a per_row row longer than one CTA holds (512 threads x 4 chunks); in_pad=1: rows
   // not 16-byte aligned; K=100: chunks of 8 cut by the row end (per_row and per_tensor only).
+  // M=416, 2048: mx1x32 of Xᵀ (M a multiple of 32), several column strips and row tiles.
   const Shape shapes[] = {{300, 384, 0, 0, 0},   {257, 7168, 8, 16, 3}, {1, 128, 0, 0, 0},
                           {130, 256, 1, 3, 1},   {5, 40064, 0, 0, 2},   {77, 100, 0, 0, 0},
-                          {3, 96, 0, 5, 0},      {1000, 1024, 0, 0, 0}};
+                          {3, 96, 0, 5, 0},      {1000, 1024, 0, 0, 0}, {416, 200, 1, 3, 1},
+                          {2048, 136, 0, 16, 0}};
   const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
   const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
   int ran[kKinds] = {};
@@ -148,9 +152,10 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           // scales, i64 or strided ends, and (per_tensor) which specials the input holds.
           const bool option = rotation % 2 == 1;
           const bool kbm = (rotation / 2) % 2 == 1;
-          const int flavor = kind == kPerTensor ? rotation % 3 : 2;
+          const int flavor = kind == kPerTensor || kind == kPerTensorT ? rotation % 3 : 2;
           QuantizeArgs a;
-          const bool t = kind == kJaggedColwise;
+          const bool t = kind == kJaggedColwise || kind == kPerRowT || kind == kPerTensorT ||
+                         kind == kMxT;
           const int64_t rows = t ? k : m, cols = t ? m : k;
           const int64_t out_stride = cols + sh.out_pad;
           a.transpose_output = t;
@@ -162,14 +167,17 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
                                      : 1 + static_cast<int64_t>(rotation % 3) * 4;
           switch (kind) {
             case kPerRow:
+            case kPerRowT:
               a.granularity = QuantGranularity::kPerRow;
               s_shape = {rows, 1};
               break;
             case kPerTensor:
+            case kPerTensorT:
               a.granularity = QuantGranularity::kPerTensor;
               s_shape = {1};
               break;
             case kMx:
+            case kMxT:
               a.granularity = QuantGranularity::kMx1x32;
               s_shape = {rows, cols / 32};
               s_type = DType::kU8;
@@ -187,7 +195,7 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
               s_shape = {groups, k};
               break;
           }
-          if (kind == kMx) {
+          if (kind == kMx || kind == kMxT) {
             a.mx_rounding = option ? MxRounding::kRceil : MxRounding::kFloor;
           } else {
             a.scale_format = option ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
@@ -217,7 +225,8 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           if (!Validate(cpu_op).ok()) continue;  // mx with e4m3fnuz, K off the block
           const std::string what = absl::StrCat(
               DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " in_pad=", sh.in_pad,
-              " ", GranularityName(a.granularity), " option=", option, " kbm=", kbm,
+              " ", GranularityName(a.granularity), t ? " of Xᵀ" : "", " option=", option,
+              " kbm=", kbm,
               " flavor=", flavor, jagged ? absl::StrCat(" groups=", groups, " i64=", ends_i64,
                                                         " ends_stride=", ends_stride)
                                          : "");
@@ -247,7 +256,106 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
       }
     }
   }
-  for (int kind = 0; kind < kKinds; ++kind) EXPECT_GT(ran[kind], 20) << "kind " << kind;
+  for (int kind = 0; kind < kKinds; ++kind) EXPECT_GE(ran[kind], 12) << "kind " << kind;
+}
+
+// jagged_colwise and per_row of Xᵀ with skewed groups and tall inputs. The CUDA backend reads X
+// once for them: the tiles of a column strip (128 rows each) wait for one another's column
+// maxima, so a group spans any number of tiles and a tile meets any number of groups; an X with
+// more row tiles than the device holds at once takes the two-read kernels. Each case is bit for
+// bit against the CPU backend: one group of every row with empty groups around it, one huge
+// group between one-row groups, hundreds of tiny and empty groups (several per tile, NaN and Inf
+// rows), 258 row tiles per strip (one-read, near the limit of 2 x 132 resident CTAs on H100/H200)
+// and 313 (two-read), in bf16, f16 and f32 (whose strips are 64 columns, not 128), with strided
+// and unaligned rows.
+TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(4);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(31337);
+  std::vector<int64_t> tiny;  // 300 groups over 3000 rows, runs of empty groups
+  for (int64_t g = 0; g < 300; ++g) tiny.push_back(static_cast<int64_t>(rng() % 3001));
+  std::sort(tiny.begin(), tiny.end());
+  tiny[0] = tiny[1] = 0;
+  tiny[150] = tiny[151] = tiny[152];
+  tiny.back() = 3000;
+  struct Case {
+    int64_t m, k, in_pad;
+    DType in, out;
+    std::vector<int64_t> ends;  // empty: per_row of Xᵀ
+    Specials specials;
+    const char* what;
+  };
+  const Case cases[] = {
+      {4096, 384, 0, DType::kBF16, DType::kE4M3FN, {0, 0, 4096, 4096, 4096}, Specials::kNone,
+       "one group of every row"},
+      {4096, 384, 1, DType::kF32, DType::kE5M2, {1, 2, 3, 4090, 4090, 4096}, Specials::kNone,
+       "one huge group between one-row groups"},
+      {3000, 200, 0, DType::kF16, DType::kE4M3FNUZ, tiny, Specials::kNanAndInf,
+       "300 tiny and empty groups"},
+      {130, 7168, 8, DType::kBF16, DType::kE4M3FN, {0, 65, 130}, Specials::kInf, "wide K"},
+      {33000, 136, 0, DType::kBF16, DType::kE4M3FN, {100, 20000, 20000, 33000}, Specials::kNone,
+       "258 row tiles, one read"},
+      {33000, 136, 0, DType::kF32, DType::kE4M3FN, {}, Specials::kNone,
+       "per_row of Xt, 258 row tiles"},
+      {40000, 72, 0, DType::kBF16, DType::kE4M3FN, {5000, 5000, 40000}, Specials::kNone,
+       "313 row tiles, two reads"},
+      {40000, 72, 3, DType::kF16, DType::kE5M2, {}, Specials::kNone,
+       "per_row of Xt, 313 row tiles"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.what, ": ", DTypeName(c.in), ">", DTypeName(c.out), " ", c.m,
+                              "x", c.k));
+    const bool per_row = c.ends.empty();
+    const int64_t groups = static_cast<int64_t>(c.ends.size());
+    const int64_t in_stride = c.k + c.in_pad;
+    const std::vector<uint8_t> input = RowInput(c.in, c.m, c.k, in_stride, c.specials, rng);
+    const std::vector<int64_t> s_shape =
+        per_row ? std::vector<int64_t>{c.k, 1} : std::vector<int64_t>{groups, c.k};
+    const size_t s_bytes = s_shape[0] * s_shape[1] * 4;
+    const size_t out_bytes = c.k * c.m;
+    std::vector<uint8_t> ends(groups * 8);
+    std::memcpy(ends.data(), c.ends.data(), ends.size());
+    auto make = [&](const void* in, void* o, void* sc, void* e, DeviceLoc loc) {
+      QuantizeArgs a;
+      a.input = MakeTensor(const_cast<void*>(in), c.in, {c.m, c.k}, in_stride, loc);
+      a.output = MakeTensor(o, c.out, {c.k, c.m}, c.m, loc);
+      a.scales = MakeTensor(sc, DType::kF32, s_shape, s_shape[1], loc);
+      a.transpose_output = true;
+      if (per_row) {
+        a.granularity = QuantGranularity::kPerRow;
+      } else {
+        a.granularity = QuantGranularity::kJaggedColwise;
+        a.group_ends = MakeTensor(e, DType::kI64, {groups}, 0, loc);
+      }
+      return Op(a);
+    };
+    std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
+    const absl::Status cpu_run =
+        cpu->Run(make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream,
+                 nullptr);
+    ASSERT_TRUE(cpu_run.ok()) << cpu_run;
+    DeviceBuffer d_in(*gpu, input);
+    DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+    DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+    DeviceBuffer d_ends(*gpu, per_row ? std::vector<uint8_t>(8, 0) : ends);
+    const absl::Status run =
+        gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu), *stream,
+                 nullptr);
+    ASSERT_TRUE(run.ok()) << run;
+    const absl::Status synced = gpu->Synchronize(*stream);
+    ASSERT_TRUE(synced.ok()) << synced;
+    const std::vector<uint8_t> got = d_out.Read();
+    const size_t bad = FirstDifference(got, out);
+    ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / c.m << ", column "
+                              << bad % c.m << "): cuda " << int(got[bad]) << " cpu "
+                              << int(out[bad]);
+    const std::vector<uint8_t> got_sc = d_sc.Read();
+    const size_t bad_sc = FirstDifference(got_sc, sc);
+    ASSERT_EQ(bad_sc, s_bytes) << "scales byte " << bad_sc;
+  }
+  EXPECT_TRUE(gpu->Healthy());
 }
 
 // Bad group ends: the CPU backend fails the op with INVALID_ARGUMENT; the CUDA backend enqueues

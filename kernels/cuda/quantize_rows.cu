@@ -1,8 +1,8 @@
-// The row-wise FP8 quantizers: per_row, per_tensor and mx1x32 of Y = X, and the jagged (MoE
-// token group) granularities, the recipes of kernels/cpu/quantize.cc, bit for bit. Every kernel
-// moves 16-byte chunks of X (8 bf16/f16 or 4 f32 elements; element accesses where a row is not
-// 16-byte aligned or a chunk is partial) and keeps them in registers between the amax and the
-// encode:
+// The row- and column-wise FP8 quantizers: per_row, per_tensor and mx1x32 of Y = X and of
+// Y = Xᵀ, and the jagged (MoE token group) granularities, the recipes of kernels/cpu/quantize.cc,
+// bit for bit. Every kernel moves 16-byte chunks of X (8 bf16/f16 or 4 f32 elements; element
+// accesses where a row is not 16-byte aligned or a chunk is partial) and keeps them in registers
+// between the amax and the encode:
 //   mx1x32, jagged_rowwise  one pass. A CTA of kRowThreads threads takes kRowThreads consecutive
 //                           chunks of kBlockRows rows (a 1x32 or 1x128 block is 4 or 16 adjacent
 //                           lanes, which reduce its amax by shuffles), so a warp reads 512
@@ -14,15 +14,20 @@
 //                           encode whose CTAs fold the partials into the one scale (no host
 //                           round trip). It reads X twice; the encode walks the rows backwards so
 //                           that the end of X, read last by the first kernel, is still in L2.
-//   jagged_colwise          Y = Xᵀ with one scale per (group, column of X): amax per cell by
-//                           atomicMax (one per column and group a thread walked), scales per
-//                           cell, then a transposing encode through shared memory (128x64 tiles
-//                           of X). It reads X twice, backwards the second time as per_tensor.
+//   jagged_colwise,         Y = Xᵀ with one scale per (group, column of X); per_row of Xᵀ is the
+//   per_row of Xᵀ           same with one group of every row. The ends checked and the cells
+//                           zeroed in one kernel, amax per cell by atomicMax (one per column and
+//                           group a thread walked), scales per cell, then a transposing encode
+//                           through shared memory (128x64 tiles of X). It reads X twice,
+//                           backwards the second time as per_tensor.
+//   per_tensor of Xᵀ        per_tensor's amax partials, then ColTileKernel: persistent CTAs
+//                           encode 128-row tiles of X and write them transposed (two reads of X).
+//   mx1x32 of Xᵀ            ColTileKernel in one pass: a 32x1 block of X is 8 rows of 4 warps.
 // Group ends (jagged) are checked on the device as kd::CheckGroupEnds does (non-decreasing,
 // non-negative, last == M): a violation goes to the op's DeviceErrorRecord and the op writes
 // nothing, as the CPU backend writes nothing when its check fails. jagged_colwise (whose ends
 // index its scale cells) and jagged_rowwise with many groups copy the ends once from client
-// memory in a one-CTA kernel, check the copy there, and read only the copy; every later kernel
+// memory in one kernel (CTA 0), check the copy there, and read only the copy; every later kernel
 // exits on a bad verdict. jagged_rowwise with up to kFusedCheckGroups groups, whose ends index
 // nothing, saves that launch: every CTA of its one kernel checks the client's ends itself (CTA 0
 // reports), so a client rewriting them during the op may get a mix of written and unwritten
@@ -35,7 +40,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kerneld/kernels/fp8.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -462,29 +466,23 @@ struct JaggedScratch {
   int32_t* valid;
   int64_t* ends;        // (groups) the checked copy
   uint32_t* cell_amax;  // (groups, k), column kinds; zeroed by CheckGroupEndsKernel
-  uint32_t* strip_done; // (ColStrips) tiles done per column strip (ColTileKernel); zeroed too
-  float* cell_scale;    // (groups, k), the two-read column kernels
-  int64_t zero_words;   // from cell_amax to the end of strip_done
+  float* cell_scale;    // (groups, k), column kinds
+  int64_t zero_words;   // of cell_amax
 };
 
 int64_t EndsOffset() { return kScratchAlign; }
 int64_t CellsOffset(int64_t groups) { return kScratchAlign + AlignUp(groups * 8, kScratchAlign); }
-// Column strips of the tiled column kernel, for the narrowest strip (64 f32 columns).
-int64_t ColStrips(int64_t k) { return (k + 63) / 64; }
 
 JaggedScratch ScratchOf(const RowQuantizeParams& p) {
   char* base = static_cast<char*>(p.scratch);
   const int64_t groups = ColGroups(p);
   const int64_t cell_bytes = AlignUp(groups * p.k * 4, kScratchAlign);
-  const int64_t strip_bytes = AlignUp(ColStrips(p.k) * 4, kScratchAlign);
   JaggedScratch s;
   s.valid = reinterpret_cast<int32_t*>(base);
   s.ends = reinterpret_cast<int64_t*>(base + EndsOffset());
   s.cell_amax = reinterpret_cast<uint32_t*>(base + CellsOffset(groups));
-  s.strip_done = reinterpret_cast<uint32_t*>(base + CellsOffset(groups) + cell_bytes);
-  s.cell_scale =
-      reinterpret_cast<float*>(base + CellsOffset(groups) + cell_bytes + strip_bytes);
-  s.zero_words = (cell_bytes + strip_bytes) / 4;
+  s.cell_scale = reinterpret_cast<float*>(base + CellsOffset(groups) + cell_bytes);
+  s.zero_words = groups * p.k;
   return s;
 }
 
@@ -688,26 +686,20 @@ __global__ void __launch_bounds__(kColThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Y = Xᵀ by tiles of X: jagged_colwise and per_row of Xᵀ (ColCellsKernel: a scale per (group,
-// column of X)), per_tensor of Xᵀ and mx1x32 of Xᵀ (ColTileKernel). A tile is kCtRows rows x 16
-// chunks of X (128 two-byte or 64 f32 columns). Thread t holds chunk column t % 16 of the 8 rows
-// of quads t / 16 and t / 16 + 16 (a quad: 4 consecutive rows) in registers, encodes them with
-// its columns' scales and transposes the codes through shared memory (4x4 byte transposes; the
+// Y = Xᵀ by tiles of X, one kernel: per_tensor of Xᵀ (kTensor: the scale from TensorAmaxKernel's
+// partials) and mx1x32 of Xᵀ (kMx: 32x1 blocks of X along M). A tile is kCtRows rows x 16 chunks
+// of X (128 two-byte or 64 f32 columns). Thread t holds chunk column t % 16 of the 8 rows of
+// quads t / 16 and t / 16 + 16 (a quad: 4 consecutive rows) in registers, encodes them with its
+// columns' scales and transposes the codes through shared memory (4x4 byte transposes; the
 // words of Y row `col` swizzled by 2 * (col / kVec), conflict-free), so that the tile's Y rows
 // leave with 16-byte stores, a warp writing four 128-byte runs.
-//
-// ColCellsKernel reads X once. A cell's scale needs the amax of every row of its group, so the
-// tiles go strip by strip (a strip: kStripTiles tile columns over all M rows; within a strip row
-// tile by row tile, so that CTAs running together read strip_tiles x 256 contiguous bytes of a
-// row). The grid is persistent (CTA b takes items b, b + G, b + 2G, ...) and pipelined: while CTA b
-// holds item n in registers, item n + G sits in shared memory and n + 2G is in flight
-// (cp.async). For item n + G it folds the column maxima into the cells of the groups the tile
-// meets (atomicMax) and counts the tile in its strip's counter; only then does it wait for item
-// n's strip count to be complete, encode n from its registers and move n + G into them. A CTA
-// waits only for tiles of its own strip, all of which are within G items of it: a tile y > x of
-// the strip of the lowest item x not yet encoded had its maxima folded when its CTA waited on
-// y - G < x, which is done. So the lowest pending item always completes, provided every CTA is
-// resident (cooperative launch) and a strip has at most G tiles (else the two-read kernels run).
+// The grid is persistent: CTA b takes items b, b + grid, ..., with the next two items' chunks
+// in flight to shared memory (cp.async) while it works on the current one from registers.
+// NOTE: measured on H100 (bench/RESULTS.md, branch qcol): this persistent form (2 CTAs per SM)
+// beat one tile per CTA with direct loads at 3 CTAs per SM by 0.06-0.13 of the copy for mx1x32
+// and 0.04-0.08 for per_tensor.
+enum class ColMode { kTensor, kMx };
+
 constexpr int kCtThreads = 256;
 constexpr int kCtRows = 128;
 constexpr int kCtChunks = 16;                           // 16-byte chunks per tile row
@@ -716,9 +708,8 @@ constexpr int kCtHalfQuads = kCtThreads / kCtChunks;    // quads per half of a t
 constexpr int kCtWarps = kCtThreads / 32;
 constexpr int kCtSlots = 8;                             // rows a thread holds
 static_assert(2 * kCtHalfQuads == kCtQuads, "two quads per thread");
-constexpr int kMaxStripTiles = 4;  // tile columns per strip (1 KB of a two-byte row)
 
-constexpr int kCtStages = 2;  // ColCellsKernel: items in shared memory ahead of the current one
+constexpr int kCtStages = 2;  // items whose chunks are in flight ahead of the current one
 constexpr int kCtStagedBytes = kCtStages * kCtSlots * kCtThreads * 16;  // dynamic, 64 KB
 
 template <InputType kType>
@@ -726,15 +717,8 @@ constexpr int kCtColsOf = kCtChunks * kVecOf<kType>;
 
 struct ColTileArgs {
   bool vec_in = false, vec_out16 = false;
-  int64_t row_tiles = 0, tile_cols = 0, items = 0;
-  // ColCellsKernel
-  int64_t strip_tiles = 1;
-  int64_t groups = 0;
-  const int32_t* valid = nullptr;
-  const int64_t* ends = nullptr;   // the checked copy
-  uint32_t* cell_amax = nullptr;   // (groups, k), zero at launch
-  uint32_t* strip_done = nullptr;  // (strips), zero at launch
-  // per_tensor
+  int64_t row_tiles = 0, strips = 0, items = 0;
+  // kTensor
   const uint32_t* partials = nullptr;
   int64_t partial_count = 0;
 };
@@ -742,24 +726,6 @@ struct ColTileArgs {
 // The local row of slot j of this thread.
 __device__ __forceinline__ int CtSlotRow(int j) {
   return 4 * (static_cast<int>(threadIdx.x) / kCtChunks + kCtHalfQuads * (j / 4)) + j % 4;
-}
-
-__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* at) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(at) : "memory");
-  return v;
-}
-
-// First g in [0, groups] whose first row (0 for g = 0, else ends[g-1]) is at least r.
-__device__ __forceinline__ int64_t FirstGroupFrom(const int64_t* ends, int64_t groups, int64_t r) {
-  if (r <= 0) return 0;
-  int64_t lo = 1, hi = groups;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (ends[mid - 1] >= r) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
 }
 
 // |x| maxima of the elements of a chunk word, element-wise (two halves of two-byte inputs).
@@ -772,6 +738,7 @@ __device__ __forceinline__ uint32_t AbsMaxWord(uint32_t acc, uint32_t w) {
   }
 }
 
+template <InputType kType>
 __device__ __forceinline__ uint32_t WordOf(const uint4& c, int w) {
   return w == 0 ? c.x : w == 1 ? c.y : w == 2 ? c.z : c.w;
 }
@@ -823,94 +790,19 @@ __device__ __forceinline__ void EncodeWords(const uint4& raw, const float (&q)[k
   PackCodes<F, kVec>(y, words);
 }
 
-// This thread's chunks of the tile at (m0, k0) (zeros past m and k).
-template <InputType kType>
-__device__ __forceinline__ void LoadTile(const RowQuantizeParams& p, bool vec_in, int64_t m0,
-                                         int64_t k0, uint4 (&raw)[kCtSlots]) {
-  using S = typename Input<kType>::Storage;
-  const int64_t c = k0 / kVecOf<kType> + static_cast<int>(threadIdx.x) % kCtChunks;
-  const S* input = static_cast<const S*>(p.input);
-#pragma unroll
-  for (int j = 0; j < kCtSlots; ++j) {
-    const int64_t m = m0 + CtSlotRow(j);
-    raw[j] = m < p.m ? LoadChunk<kType>(input + m * p.input_stride, c, p.k, vec_in)
-                     : make_uint4(0, 0, 0, 0);
-  }
-}
-
-// Writes this thread's codes (row_codes[j]: the codes of slot j) transposed into `codes` (word
-// `quad` of Y row col holds rows 4 * quad .. + 3 of X column col), then the tile's Y rows to
-// the output with 16-byte stores. Ends with a barrier: `codes` may be written again.
-template <InputType kType>
-__device__ __forceinline__ void StoreTransposed(const RowQuantizeParams& p, bool vec_out16,
-                                                int64_t m0, int64_t k0,
-                                                const uint32_t (&row_codes)[kCtSlots][kVecOf<kType> / 4],
-                                                uint32_t* codes) {
-  constexpr int kVec = kVecOf<kType>;
-  constexpr int kCols = kCtColsOf<kType>;
-  constexpr int kPieces = kCols * (kCtRows / 16) / kCtThreads;  // 16-byte stores per thread
-  const int tid = threadIdx.x;
-  const int cc = tid % kCtChunks;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int quad = tid / kCtChunks + kCtHalfQuads * h;
-    const int at = quad ^ (2 * cc);
-#pragma unroll
-    for (int w = 0; w < kVec / 4; ++w) {
-      const uint32_t r0 = row_codes[4 * h][w], r1 = row_codes[4 * h + 1][w];
-      const uint32_t r2 = row_codes[4 * h + 2][w], r3 = row_codes[4 * h + 3][w];
-      const uint32_t lo01 = __byte_perm(r0, r1, 0x5140);
-      const uint32_t lo23 = __byte_perm(r2, r3, 0x5140);
-      const uint32_t hi01 = __byte_perm(r0, r1, 0x7362);
-      const uint32_t hi23 = __byte_perm(r2, r3, 0x7362);
-      const int col = cc * kVec + 4 * w;
-      codes[(col + 0) * kCtQuads + at] = __byte_perm(lo01, lo23, 0x5410);
-      codes[(col + 1) * kCtQuads + at] = __byte_perm(lo01, lo23, 0x7632);
-      codes[(col + 2) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x5410);
-      codes[(col + 3) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x7632);
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kPieces; ++i) {
-    const int u = i * kCtThreads + tid;
-    const int yr = u / 8, part = u % 8;
-    const int ccr = yr / kVec;
-    uint4 v = *reinterpret_cast<const uint4*>(&codes[yr * kCtQuads + 4 * (part ^ (ccr >> 1))]);
-    if (ccr & 1) v = make_uint4(v.z, v.w, v.x, v.y);
-    const int64_t k = k0 + yr;
-    const int64_t mcol = m0 + 16 * part;
-    if (k < p.k && mcol < p.m) {
-      uint8_t* dst = p.output + k * p.output_stride + mcol;
-      if (vec_out16 && mcol + 16 <= p.m) {
-        *reinterpret_cast<uint4*>(dst) = v;
-      } else {
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int b = 0; b < 16; ++b) {
-          if (mcol + b < p.m) dst[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
-        }
-      }
-    }
-  }
-  __syncthreads();
-}
-
-// per_tensor (kTensor) and mx1x32 (kMx) of Y = Xᵀ: one tile per CTA, tiles in row-major order
-// (per_tensor: backwards, so that the end of X, read last by TensorAmaxKernel, comes first).
-// per_tensor folds the amax partials into the scale in every CTA, so its grid stays at the
-// resident CTAs, each walking tiles b, b + G, ...
-enum class ColMode { kTensor, kMx };
-
 template <InputType kType, typename F, ColMode kMode>
-__global__ void __launch_bounds__(kCtThreads, 3)
+__global__ void __launch_bounds__(kCtThreads, 2)
     ColTileKernel(RowQuantizeParams p, ColTileArgs a) {
+  using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   constexpr int kCols = kCtColsOf<kType>;
-  __shared__ uint32_t red[2][kCtWarps][kCols];
-  __shared__ float col_mult[4][kCols];
+  constexpr int kHalves = kMode == ColMode::kMx ? 2 : 1;
+  constexpr int kPieces = kCols * (kCtRows / 16) / kCtThreads;  // 16-byte stores per thread
+  __shared__ uint32_t red[kHalves][kCtWarps][kCols];
+  __shared__ float col_quant[kMode == ColMode::kMx ? 4 : 1][kCols];
   __shared__ __align__(16) uint32_t codes[kCols * kCtQuads];
   __shared__ uint32_t warp_max[kCtWarps];
+  extern __shared__ uint4 staged[];  // kCtStagedBytes: kCtStages items' chunks
   const int tid = threadIdx.x;
   const int cc = tid % kCtChunks;
   const int warp = tid / 32;
@@ -923,12 +815,60 @@ __global__ void __launch_bounds__(kCtThreads, 3)
     if (blockIdx.x == 0 && tid == 0) static_cast<float*>(p.scales)[0] = sc.stored;
     tensor_quant = sc.quant;
   }
-  for (int64_t n = blockIdx.x; n < a.items; n += gridDim.x) {
-    const int64_t r = kMode == ColMode::kTensor ? a.items - 1 - n : n;
-    const int64_t m0 = r / a.tile_cols * kCtRows, k0 = r % a.tile_cols * kCols;
-    const int64_t m_end = min(m0 + kCtRows, p.m);
+  const S* input = static_cast<const S*>(p.input);
+  const auto coords = [&](int64_t n, int64_t& m0, int64_t& k0, int64_t& strip) {
+    int64_t tile;
+    if constexpr (kMode == ColMode::kTensor) {
+      // Backwards, row band by row band: the end of X, read last by the amax kernel, first.
+      const int64_t r = a.items - 1 - n;
+      tile = r / a.strips;
+      strip = r % a.strips;
+    } else {
+      strip = n / a.row_tiles;
+      tile = n % a.row_tiles;
+    }
+    m0 = tile * kCtRows;
+    k0 = strip * kCols;
+  };
+  // Item n's chunks into this thread's slots of stage `stage` (slot j at j * kCtThreads + tid,
+  // read back only by this thread): cp.async where a chunk is whole and aligned, else loaded
+  // here. Every call commits one cp.async group, an empty one past the last item.
+  const auto prefetch = [&](int64_t n, int stage) {
+    if (n >= a.items) {
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      return;
+    }
+    int64_t m0, k0, strip;
+    coords(n, m0, k0, strip);
+    const int64_t c = k0 / kVec + cc;
+    const bool whole = a.vec_in && (c + 1) * kVec <= p.k;
+#pragma unroll
+    for (int j = 0; j < kCtSlots; ++j) {
+      const int64_t m = m0 + CtSlotRow(j);
+      uint4* dst = &staged[(stage * kCtSlots + j) * kCtThreads + tid];
+      if (whole && m < p.m) {
+        const S* src = input + m * p.input_stride + c * kVec;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                         static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+                     "l"(src)
+                     : "memory");
+      } else {
+        *dst = m < p.m ? LoadChunk<kType>(input + m * p.input_stride, c, p.k, a.vec_in)
+                       : make_uint4(0, 0, 0, 0);
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  const auto step = [&](int64_t n, int stage) {
+    int64_t m0, k0, strip;
+    coords(n, m0, k0, strip);
+    static_assert(kCtStages == 2, "one group (the next item's) may stay in flight");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
     uint4 tile[kCtSlots];
-    LoadTile<kType>(p, a.vec_in, m0, k0, tile);
+#pragma unroll
+    for (int j = 0; j < kCtSlots; ++j) tile[j] = staged[(stage * kCtSlots + j) * kCtThreads + tid];
+    prefetch(n + kCtStages * static_cast<int64_t>(gridDim.x), stage);
+    const int64_t m_end = min(m0 + kCtRows, p.m);
     uint32_t row_codes[kCtSlots][kVec / 4];
 #pragma unroll
     for (int j = 0; j < kCtSlots; ++j) {
@@ -950,7 +890,7 @@ __global__ void __launch_bounds__(kCtThreads, 3)
       for (int j = 0; j < kCtSlots; ++j) {
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
-          acc[j / 4][w] = AbsMaxWord<kType>(acc[j / 4][w], WordOf(tile[j], w));
+          acc[j / 4][w] = AbsMaxWord<kType>(acc[j / 4][w], WordOf<kType>(tile[j], w));
         }
       }
       WarpColumnMax<kType>(acc[0], red[0][warp]);
@@ -963,7 +903,7 @@ __global__ void __launch_bounds__(kCtThreads, 3)
 #pragma unroll
           for (int w = 0; w < 4; ++w) m = max(m, red[b / 2][4 * (b % 2) + w][tid]);
           const uint8_t sc = MxScaleCode<F>(m, p.mx_rceil);
-          col_mult[b][tid] = MxMultiplier(sc);
+          col_quant[b][tid] = MxMultiplier(sc);
           if (k0 + tid < p.k && m0 + 32 * b < p.m) {
             static_cast<uint8_t*>(p.scales)[(k0 + tid) * p.scales_stride + m0 / 32 + b] = sc;
           }
@@ -975,181 +915,64 @@ __global__ void __launch_bounds__(kCtThreads, 3)
         const int row = CtSlotRow(j);
         float q[kVec];
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) q[i] = col_mult[row / 32][cc * kVec + i];
+        for (int i = 0; i < kVec; ++i) {
+          q[i] = col_quant[row / 32][cc * kVec + i];
+        }
         if (m0 + row < m_end) EncodeWords<kType, F>(tile[j], q, row_codes[j]);
       }
     }
-    StoreTransposed<kType>(p, a.vec_out16, m0, k0, row_codes, codes);
-  }
-}
-
-// The tile of ColCellsKernel's item n and its strip.
-struct CellItem {
-  int64_t m0, k0, strip, strip_width;  // strip_width: the strip's tile columns
-};
-template <int kCols>
-__device__ __forceinline__ CellItem CellItemOf(const ColTileArgs& a, int64_t n) {
-  const int64_t per_strip = a.row_tiles * a.strip_tiles;
-  CellItem it;
-  it.strip = n / per_strip;
-  const int64_t r = n - it.strip * per_strip;
-  it.strip_width = min(a.strip_tiles, a.tile_cols - it.strip * a.strip_tiles);
-  it.m0 = r / it.strip_width * kCtRows;
-  it.k0 = (it.strip * a.strip_tiles + r % it.strip_width) * kCols;
-  return it;
-}
-
-template <InputType kType, typename F>
-__global__ void __launch_bounds__(kCtThreads, 2)
-    ColCellsKernel(RowQuantizeParams p, ColTileArgs a) {
-  using S = typename Input<kType>::Storage;
-  constexpr int kVec = kVecOf<kType>;
-  constexpr int kCols = kCtColsOf<kType>;
-  __shared__ uint32_t red[kCtWarps][kCols];
-  __shared__ float col_quant[kCols];
-  __shared__ __align__(16) uint32_t codes[kCols * kCtQuads];
-  extern __shared__ uint4 staged[];  // kCtStagedBytes: two items' chunks
-  const int tid = threadIdx.x;
-  const int cc = tid % kCtChunks;
-  const int warp = tid / 32;
-  if (*a.valid == 0) return;
-  const int64_t grid = gridDim.x;
-  const S* input = static_cast<const S*>(p.input);
-  // Item n's chunks into this thread's slots of stage `stage` (slot j at j * kCtThreads + tid,
-  // read back only by this thread): cp.async where a chunk is whole and aligned, else loaded
-  // here. Every call commits one cp.async group, an empty one past the last item.
-  const auto prefetch = [&](int64_t n, int stage) {
-    if (n < a.items) {
-      const CellItem it = CellItemOf<kCols>(a, n);
-      const int64_t c = it.k0 / kVec + cc;
-      const bool whole = a.vec_in && (c + 1) * kVec <= p.k;
+    // Transpose the codes into the tile's Y rows: word `quad` of Y row col holds rows
+    // 4 * quad .. + 3 of X column col.
 #pragma unroll
-      for (int j = 0; j < kCtSlots; ++j) {
-        const int64_t m = it.m0 + CtSlotRow(j);
-        uint4* dst = &staged[(stage * kCtSlots + j) * kCtThreads + tid];
-        if (whole && m < p.m) {
-          const S* src = input + m * p.input_stride + c * kVec;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                           static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-                       "l"(src)
-                       : "memory");
-        } else {
-          *dst = m < p.m ? LoadChunk<kType>(input + m * p.input_stride, c, p.k, a.vec_in)
-                         : make_uint4(0, 0, 0, 0);
-        }
+    for (int h = 0; h < 2; ++h) {
+      const int quad = tid / kCtChunks + kCtHalfQuads * h;
+      const int at = quad ^ (2 * cc);
+#pragma unroll
+      for (int w = 0; w < kVec / 4; ++w) {
+        const uint32_t r0 = row_codes[4 * h][w], r1 = row_codes[4 * h + 1][w];
+        const uint32_t r2 = row_codes[4 * h + 2][w], r3 = row_codes[4 * h + 3][w];
+        const uint32_t lo01 = __byte_perm(r0, r1, 0x5140);
+        const uint32_t lo23 = __byte_perm(r2, r3, 0x5140);
+        const uint32_t hi01 = __byte_perm(r0, r1, 0x7362);
+        const uint32_t hi23 = __byte_perm(r2, r3, 0x7362);
+        const int col = cc * kVec + 4 * w;
+        codes[(col + 0) * kCtQuads + at] = __byte_perm(lo01, lo23, 0x5410);
+        codes[(col + 1) * kCtQuads + at] = __byte_perm(lo01, lo23, 0x7632);
+        codes[(col + 2) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x5410);
+        codes[(col + 3) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x7632);
       }
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  // Item n's column maxima (from stage `stage`) into the cells of the groups its tile meets,
-  // then the tile counted in its strip.
-  const auto fold = [&](int64_t n, int stage) {
-    asm volatile("cp.async.wait_group 1;" ::: "memory");  // all but the newest group landed
-    const CellItem it = CellItemOf<kCols>(a, n);
-    const int64_t m_end = min(it.m0 + kCtRows, p.m);
-    int64_t g = GroupOfRow(a.ends, a.groups, it.m0);
-    int64_t lo = it.m0;
-    while (true) {
-      const int64_t hi = min(a.ends[g], m_end);
-      uint32_t acc[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int j = 0; j < kCtSlots; ++j) {
-        const int64_t r = it.m0 + CtSlotRow(j);
-        if (r >= lo && r < hi) {
-          const uint4 chunk = staged[(stage * kCtSlots + j) * kCtThreads + tid];
-#pragma unroll
-          for (int w = 0; w < 4; ++w) acc[w] = AbsMaxWord<kType>(acc[w], WordOf(chunk, w));
-        }
-      }
-      WarpColumnMax<kType>(acc, red[warp]);
-      __syncthreads();
-      if (tid < kCols) {
-        uint32_t m = 0;
-#pragma unroll
-        for (int w = 0; w < kCtWarps; ++w) m = max(m, red[w][tid]);
-        if (m != 0 && it.k0 + tid < p.k) atomicMax(&a.cell_amax[g * p.k + it.k0 + tid], m);
-        __threadfence();
-      }
-      __syncthreads();
-      if (hi >= m_end) break;
-      lo = hi;
-      g = GroupOfRow(a.ends, a.groups, lo);
-    }
-    if (tid == 0) {
-      __threadfence();
-      atomicAdd(&a.strip_done[it.strip], 1u);
-    }
-  };
-  // Waits for item n's strip, then encodes the tile in `tile` group by group with the cells'
-  // final scales and writes the stored scales of the groups whose first row is in the tile (an
-  // empty group's at the row where it would start; the last tile also takes those starting at m).
-  const auto encode = [&](int64_t n, const uint4 (&tile)[kCtSlots]) {
-    const CellItem it = CellItemOf<kCols>(a, n);
-    const int64_t m_end = min(it.m0 + kCtRows, p.m);
-    if (tid == 0) {
-      const uint32_t need = static_cast<uint32_t>(a.row_tiles * it.strip_width);
-      while (LoadAcquire(&a.strip_done[it.strip]) < need) __nanosleep(32);
     }
     __syncthreads();
-    uint32_t row_codes[kCtSlots][kVec / 4];
 #pragma unroll
-    for (int j = 0; j < kCtSlots; ++j) {
+    for (int i = 0; i < kPieces; ++i) {
+      const int u = i * kCtThreads + tid;
+      const int yr = u / 8, part = u % 8;
+      const int ccr = yr / kVec;
+      uint4 v = *reinterpret_cast<const uint4*>(&codes[yr * kCtQuads + 4 * (part ^ (ccr >> 1))]);
+      if (ccr & 1) v = make_uint4(v.z, v.w, v.x, v.y);
+      const int64_t k = k0 + yr;
+      const int64_t mcol = m0 + 16 * part;
+      if (k < p.k && mcol < p.m) {
+        uint8_t* dst = p.output + k * p.output_stride + mcol;
+        if (a.vec_out16 && mcol + 16 <= p.m) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else {
+          const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int w = 0; w < kVec / 4; ++w) row_codes[j][w] = 0;
-    }
-    int64_t g = GroupOfRow(a.ends, a.groups, it.m0);
-    int64_t lo = it.m0;
-    while (true) {
-      const int64_t hi = min(a.ends[g], m_end);
-      if (tid < kCols) {
-        const uint32_t amax =
-            it.k0 + tid < p.k ? __ldcg(&a.cell_amax[g * p.k + it.k0 + tid]) : 0u;
-        col_quant[tid] = ComputeScale(amax, F::kMax, p.eps, p.pow2_scales).quant;
-      }
-      __syncthreads();
-      float q[kVec];
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) q[i] = col_quant[cc * kVec + i];
-#pragma unroll
-      for (int j = 0; j < kCtSlots; ++j) {
-        const int64_t r = it.m0 + CtSlotRow(j);
-        if (r >= lo && r < hi) EncodeWords<kType, F>(tile[j], q, row_codes[j]);
-      }
-      __syncthreads();  // col_quant is written again
-      if (hi >= m_end) break;
-      lo = hi;
-      g = GroupOfRow(a.ends, a.groups, lo);
-    }
-    const int64_t g_lo = FirstGroupFrom(a.ends, a.groups, it.m0);
-    const int64_t g_hi = m_end == p.m ? a.groups : FirstGroupFrom(a.ends, a.groups, m_end);
-    if (tid < kCols && it.k0 + tid < p.k) {
-      for (int64_t gs = g_lo; gs < g_hi; ++gs) {
-        const uint32_t amax = __ldcg(&a.cell_amax[gs * p.k + it.k0 + tid]);
-        static_cast<float*>(p.scales)[ColScaleAt(p, gs, it.k0 + tid)] =
-            ComputeScale(amax, F::kMax, p.eps, p.pow2_scales).stored;
+          for (int b = 0; b < 16; ++b) {
+            if (mcol + b < p.m) dst[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
+          }
+        }
       }
     }
-    StoreTransposed<kType>(p, a.vec_out16, it.m0, it.k0, row_codes, codes);
+    __syncthreads();  // codes (and red, col_quant) are reused by the next item
   };
-  const int64_t b = blockIdx.x;
-  if (b >= a.items) return;
-  uint4 tile[kCtSlots];
-  prefetch(b, 0);
-  prefetch(b + grid, 1);
-  fold(b, 0);
-#pragma unroll
-  for (int j = 0; j < kCtSlots; ++j) tile[j] = staged[j * kCtThreads + tid];
-  prefetch(b + 2 * grid, 0);
-  int stage = 1;  // where item n + grid is
-  for (int64_t n = b; n < a.items; n += grid) {
-    const int64_t next = n + grid;
-    if (next < a.items) fold(next, stage);
-    encode(n, tile);
-    if (next < a.items) {
-#pragma unroll
-      for (int j = 0; j < kCtSlots; ++j) tile[j] = staged[(stage * kCtSlots + j) * kCtThreads + tid];
-      prefetch(next + 2 * grid, stage);
-    }
+  if (blockIdx.x >= a.items) return;
+  prefetch(blockIdx.x, 0);
+  prefetch(blockIdx.x + static_cast<int64_t>(gridDim.x), 1);
+  int stage = 0;
+  for (int64_t n = blockIdx.x; n < a.items; n += gridDim.x) {
+    step(n, stage);
     stage ^= 1;
   }
 }
@@ -1183,56 +1006,43 @@ dim3 TensorGrid(const RowQuantizeParams& p, int vec, int64_t resident) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
-// CTAs of `kKernel` (kCtThreads threads, `smem` bytes of dynamic shared memory) resident on the
-// whole device at once; sets the kernel's dynamic shared memory limit on first use.
-template <auto kKernel>
-cudaError_t ResidentColCtas(int smem, int64_t& resident) {
+// ColTileKernel's launch: a persistent grid of at most the resident CTAs. `a` holds the mode's
+// own fields; the rest is set here.
+template <InputType kType, typename F, ColMode kMode>
+cudaError_t LaunchColTiles(const RowQuantizeParams& p, ColTileArgs a, cudaStream_t stream) {
+  using S = typename Input<kType>::Storage;
+  constexpr auto kKernel = ColTileKernel<kType, F, kMode>;
+  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  a.vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
+  a.vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
+  a.row_tiles = (p.m + kCtRows - 1) / kCtRows;
+  a.strips = (p.k + kCtColsOf<kType> - 1) / kCtColsOf<kType>;
+  a.items = a.row_tiles * a.strips;
   static int per_sm = 0;  // per kernel; the same on every device of a node
   int device = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err == cudaSuccess && per_sm == 0) {
-    if (smem > 0) err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kCtStagedBytes);
     if (err == cudaSuccess) {
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kCtThreads, smem);
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kCtThreads,
+                                                          kCtStagedBytes);
     }
   }
-  resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
-  return err;
-}
-
-// The tile geometry of `a` for X (m, k) of kType.
-template <InputType kType>
-void SetTiles(const RowQuantizeParams& p, ColTileArgs& a) {
-  using S = typename Input<kType>::Storage;
-  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
-  a.vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
-  a.vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
-  a.row_tiles = (p.m + kCtRows - 1) / kCtRows;
-  a.tile_cols = (p.k + kCtColsOf<kType> - 1) / kCtColsOf<kType>;
-  a.items = a.row_tiles * a.tile_cols;
-}
-
-// per_tensor (after TensorAmaxKernel; `a` holds its partials) and mx1x32 of Xᵀ.
-template <InputType kType, typename F, ColMode kMode>
-cudaError_t LaunchColTiles(const RowQuantizeParams& p, ColTileArgs a, cudaStream_t stream) {
-  constexpr auto kKernel = ColTileKernel<kType, F, kMode>;
-  SetTiles<kType>(p, a);
-  int64_t grid = a.items;
-  if (kMode == ColMode::kTensor) {
-    int64_t resident = 0;
-    const cudaError_t err = ResidentColCtas<kKernel>(0, resident);
-    if (err != cudaSuccess) return err;
-    grid = std::min(grid, resident);
-  }
-  if (grid > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
-  kKernel<<<static_cast<unsigned>(grid), kCtThreads, 0, stream>>>(p, a);
+  if (err != cudaSuccess) return err;
+  const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  const int64_t grid = std::min(a.items, resident);
+  kKernel<<<static_cast<unsigned>(grid), kCtThreads, kCtStagedBytes, stream>>>(p, a);
   return cudaGetLastError();
 }
 
-// jagged_colwise and per_row of Xᵀ: the ends checked (and the cells zeroed), then the one-read
-// tiled kernel, or where a strip's tiles cannot all be resident at once (m above about 33 K rows
-// on H100) the two-read kernels: amax per cell, scales per cell, a transposing encode.
+// jagged_colwise and per_row of Xᵀ: the ends copied and checked and the cell maxima zeroed in
+// one kernel, then amax per cell, scales per cell and a transposing encode.
+// NOTE: X is read twice. Two one-read designs (a persistent cooperative grid whose tiles of a
+// column strip wait for one another's column maxima, holding their chunks on chip; also with the
+// next tile's maxima folded before the wait) were bit-exact but measured no faster on H100
+// (bench/RESULTS.md, branch qcol).
 template <InputType kType, typename F>
 cudaError_t LaunchColumnCells(const RowQuantizeParams& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
@@ -1242,36 +1052,10 @@ cudaError_t LaunchColumnCells(const RowQuantizeParams& p, cudaStream_t stream) {
   const int64_t zero_ctas = std::min<int64_t>(64, s.zero_words / (4 * kCheckThreads) + 1);
   CheckGroupEndsKernel<<<static_cast<unsigned>(zero_ctas), kCheckThreads, 0, stream>>>(
       p, s.ends, s.valid, s.cell_amax, s.zero_words);
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   // No group: nothing to write (the CPU backend writes nothing either).
   if (groups == 0) return cudaSuccess;
-  ColTileArgs a;
-  SetTiles<kType>(p, a);
-  a.groups = groups;
-  a.valid = s.valid;
-  a.ends = s.ends;
-  a.cell_amax = s.cell_amax;
-  a.strip_done = s.strip_done;
-  constexpr auto kKernel = ColCellsKernel<kType, F>;
-  int64_t resident = 0;
-  err = ResidentColCtas<kKernel>(kCtStagedBytes, resident);
-  if (err != cudaSuccess) return err;
-  const int64_t grid = std::min(a.items, resident);
-  if (a.row_tiles <= grid && std::getenv("KD_QCOL_TWO_READ") == nullptr) {
-    // Strips as wide as the grid allows, up to kMaxStripTiles tile columns.
-    a.strip_tiles = std::clamp<int64_t>(grid / a.row_tiles, 1, kMaxStripTiles);
-    if (const char* v = std::getenv("KD_QCOL_STRIP_TILES")) {
-      a.strip_tiles = std::clamp<int64_t>(std::atoi(v), 1, std::max<int64_t>(1, grid / a.row_tiles));
-    }
-    RowQuantizeParams params = p;
-    void* args[] = {&params, &a};
-    err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kKernel),
-                                      dim3(static_cast<unsigned>(grid)), dim3(kCtThreads), args,
-                                      kCtStagedBytes, stream);
-    if (err != cudaErrorCooperativeLaunchTooLarge) return err;
-    cudaGetLastError();  // not sticky: the two-read kernels run
-  }
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
   const int64_t cpr = (p.k + kVec - 1) / kVec;
@@ -1403,8 +1187,7 @@ uint64_t RowQuantizeScratchBytes(const RowQuantizeParams& p) {
     case RowQuantizeKind::kPerRowTransposed: {
       const int64_t groups = quant::ColGroups(p);
       const int64_t cell_bytes = quant::AlignUp(groups * p.k * 4, quant::kScratchAlign);
-      const int64_t strip_bytes = quant::AlignUp(quant::ColStrips(p.k) * 4, quant::kScratchAlign);
-      return static_cast<uint64_t>(quant::CellsOffset(groups) + 2 * cell_bytes + strip_bytes);
+      return static_cast<uint64_t>(quant::CellsOffset(groups) + 2 * cell_bytes);
     }
     default:
       return 0;

@@ -259,15 +259,11 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
   for (int kind = 0; kind < kKinds; ++kind) EXPECT_GE(ran[kind], 12) << "kind " << kind;
 }
 
-// jagged_colwise and per_row of Xᵀ with skewed groups and tall inputs. The CUDA backend reads X
-// once for them: the tiles of a column strip (128 rows each) wait for one another's column
-// maxima, so a group spans any number of tiles and a tile meets any number of groups; an X with
-// more row tiles than the device holds at once takes the two-read kernels. Each case is bit for
-// bit against the CPU backend: one group of every row with empty groups around it, one huge
-// group between one-row groups, hundreds of tiny and empty groups (several per tile, NaN and Inf
-// rows), 258 row tiles per strip (one-read, near the limit of 2 x 132 resident CTAs on H100/H200)
-// and 313 (two-read), in bf16, f16 and f32 (whose strips are 64 columns, not 128), with strided
-// and unaligned rows.
+// jagged_colwise and per_row of Xᵀ with skewed groups and tall inputs, bit for bit against the
+// CPU backend: one group of every row with empty groups around it, one huge group between
+// one-row groups, hundreds of tiny and empty groups (several per 128-row encode tile, NaN and
+// Inf rows), X of 33000 and 40000 rows (a group spanning hundreds of encode tiles and amax
+// CTAs), in bf16, f16 and f32, with strided and unaligned rows.
 TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
   KD_REQUIRE_CUDA(gpu);
   auto cpu = CreateCpuBackend(4);
@@ -296,13 +292,13 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
        "300 tiny and empty groups"},
       {130, 7168, 8, DType::kBF16, DType::kE4M3FN, {0, 65, 130}, Specials::kInf, "wide K"},
       {33000, 136, 0, DType::kBF16, DType::kE4M3FN, {100, 20000, 20000, 33000}, Specials::kNone,
-       "258 row tiles, one read"},
+       "33000 rows"},
       {33000, 136, 0, DType::kF32, DType::kE4M3FN, {}, Specials::kNone,
-       "per_row of Xt, 258 row tiles"},
+       "per_row of Xt, 33000 rows"},
       {40000, 72, 0, DType::kBF16, DType::kE4M3FN, {5000, 5000, 40000}, Specials::kNone,
-       "313 row tiles, two reads"},
+       "40000 rows"},
       {40000, 72, 3, DType::kF16, DType::kE5M2, {}, Specials::kNone,
-       "per_row of Xt, 313 row tiles"},
+       "per_row of Xt, 40000 rows"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.what, ": ", DTypeName(c.in), ">", DTypeName(c.out), " ", c.m,

@@ -695,8 +695,9 @@ __global__ void __launch_bounds__(kColThreads)
 // leave with 16-byte stores, a warp writing four 128-byte runs.
 // The grid is persistent: CTA b takes items b, b + grid, ..., with the next two items' chunks
 // in flight to shared memory (cp.async) while it works on the current one from registers.
-// NOTE: measured on H100 (bench/RESULTS.md, branch qcol): this persistent form (2 CTAs per SM)
-// beat one tile per CTA with direct loads at 3 CTAs per SM by 0.06-0.13 of the copy for mx1x32
+// NOTE: measured on H100 (bench/RESULTS.md, branch qcol): this form (2 CTAs per SM, no spills)
+// beat direct register loads at 3 CTAs per SM (80 registers, 36-40 bytes spilled; one tile per
+// CTA for mx1x32, a grid of resident CTAs for per_tensor) by 0.06-0.13 of the copy for mx1x32
 // and 0.04-0.08 for per_tensor.
 enum class ColMode { kTensor, kMx };
 

@@ -1,5 +1,6 @@
 #include "kerneld/kernels/gemm_fp8_config.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -25,8 +26,12 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
   if (c.block_m != 64 && c.block_m != 128) {
     return Invalid("config.block_m=", c.block_m, " must be 64 or 128");
   }
-  if (c.block_n != 64 && c.block_n != 128) {
-    return Invalid("config.block_n=", c.block_n, " must be 64 or 128");
+  if (c.block_n != 64 && c.block_n != 128 && c.block_n != 192) {
+    return Invalid("config.block_n=", c.block_n, " must be 64, 128 or 192");
+  }
+  if (c.block_n == 192 && (c.block_m != 128 || c.cluster != 1 || c.stages != 4)) {
+    return Invalid("config.block_n=192 is built only with block_m=128, 4 stages and cluster 1, "
+                   "not ", c.block_m, " rows, ", c.stages, " stages, cluster ", c.cluster);
   }
   if (c.block_m == 64 && c.block_n != 64) {
     return Invalid("config.block_n=", c.block_n, " is not built with block_m=64 (only 64)");
@@ -38,7 +43,8 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
     return Invalid("config.cluster=", c.cluster, " is not built with block_m=64 (only 1)");
   }
   bool stages_ok;
-  if (c.block_m == 64) stages_ok = c.stages == 8;
+  if (c.block_n == 192) stages_ok = true;
+  else if (c.block_m == 64) stages_ok = c.stages == 8;
   else if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
   else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
   if (!stages_ok) {
@@ -90,7 +96,7 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   std::vector<GemmConfig> out;
   for (int block_m : {128, 64}) {
-    for (int block_n : {128, 64}) {
+    for (int block_n : {128, 192, 64}) {
       for (int cluster : {1, 2}) {
         for (int stages = 1; stages <= 8; ++stages) {
           GemmConfig c;
@@ -107,7 +113,7 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   return out;
 }
 
-GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count, int64_t rows) {
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count) {
   GemmConfig c;
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block.
@@ -117,11 +123,27 @@ GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count, int64_t rows) {
     c.stages = 8;
     return c;
   }
+  const int64_t m_tiles = groups * ((rows + 127) / 128);
+  const int64_t tiles128 = m_tiles * ((cols + 127) / 128);
+  const int64_t sms = std::max(1, sm_count);
   // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
   // 64-wide tiles double the count at a lower per-tile efficiency.
-  if (tiles128 * 4 < static_cast<int64_t>(sm_count) * 3) {
+  if (tiles128 * 4 < sms * 3) {
     c.block_n = 64;
     c.stages = 8;
+    return c;
+  }
+  // NOTE: a 128x192 tile does 1.5x the work of a 128x128 one in 1.32x its time (H100, 8192^3,
+  // after wave quantization: 1178 against 1036 TFLOP/s per busy SM; it reads fewer shared-memory
+  // and L2 bytes per FLOP), but its waves quantize differently: take it when its waves of
+  // persistent CTAs cost less.
+  constexpr double kWideTileCost = 1.32;
+  const int64_t tiles192 = m_tiles * ((cols + 191) / 192);
+  const double waves128 = static_cast<double>((tiles128 + sms - 1) / sms);
+  const double waves192 = static_cast<double>((tiles192 + sms - 1) / sms);
+  if (waves192 * kWideTileCost < waves128) {
+    c.block_n = 192;
+    c.stages = 4;
   }
   // Clusters of 2 (B multicast) stay off by default: on an H100 they were no faster (the kernel
   // is not bound by L2 traffic; bench/RESULTS.md); the autotuner may still pick them.

@@ -71,16 +71,17 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-// 3: double-buffered partial sums, staged epilogue, 64x64 tiles (timings of version 2 are stale);
+// 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing), in the space and the
+// heuristic; 3: double-buffered partial sums, staged epilogue, 64x64 tiles (timings of version 2
+// are stale);
 // 2: the kernel's own config format (GemmConfigToString); 1 had a format of its own.
-constexpr int32_t kSm90GemmVersion = 3;
+constexpr int32_t kSm90GemmVersion = 4;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// 128x128 output tiles of the key's problem over all groups, as DefaultGemmConfig counts them.
-int64_t Sm90Tiles128(const TuneKey& key) {
-  const int64_t groups = key.variant == "k_grouped_tn" ? key.groups : 1;
-  return groups * CeilDiv(key.m, 128) * CeilDiv(key.n, 128);
+// Separate outputs of the key's problem, as DefaultGemmConfig counts them.
+int64_t Sm90Groups(const TuneKey& key) {
+  return key.variant == "k_grouped_tn" ? key.groups : 1;
 }
 
 ConfigSpace Sm90GemmSpace(absl::string_view variant) {
@@ -97,7 +98,7 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   }
   s.heuristic = [](const TuneKey& key) {
     return GemmConfigToString(
-        HeuristicGemmConfig(Sm90Tiles128(key), Sm90SmCount(key.device), key.m));
+        HeuristicGemmConfig(key.m, key.n, Sm90Groups(key), Sm90SmCount(key.device)));
   };
   s.check = [](absl::string_view c) { return ParseGemmConfig(c).status(); };
   // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the

@@ -17,11 +17,11 @@
 namespace kd {
 
 // The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
-// 2), 128x64 tiles with 6 or 8 stages (8 in clusters of 2) and 64x64 tiles with 8 stages (no
-// cluster); each consumer warpgroup owns 64 rows.
+// 2), 128x192 with 4 stages (no cluster), 128x64 tiles with 6 or 8 stages (8 in clusters of 2)
+// and 64x64 tiles with 8 stages (no cluster); each consumer warpgroup owns 64 rows.
 struct GemmConfig {
   int block_m = 128;     // tile rows: 64 or 128
-  int block_n = 128;     // tile columns: 64 or 128
+  int block_n = 128;     // tile columns: 64, 128 or 192
   int stages = 6;        // shared-memory pipeline depth
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
                          // B tile once (TMA multicast). NT and TN only; grouped variants run 1.
@@ -48,11 +48,12 @@ absl::Status CheckGemmConfig(const GemmConfig& config);
 // group and num_ctas 0, 128-column tiles first: the sm_90 autotune space is built from it.
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 
-// The heuristic default, good without tuning, for a problem of `tiles128` 128x128 output tiles
-// (over all groups) with `rows` rows of A (a's shape[0]) on a device of `sm_count` SMs: 64x64
-// tiles for at most 64 rows, else 128-column tiles unless they would leave most SMs idle, in
-// which case 64-column tiles double the tile count.
-GemmConfig HeuristicGemmConfig(int64_t tiles128, int sm_count, int64_t rows);
+// The heuristic default, good without tuning, for a problem of `rows` rows of A (a's shape[0];
+// all groups' rows for M-grouped), `cols` output columns and `groups` separate outputs
+// (K-grouped; else 1) on a device of `sm_count` SMs: 64x64 tiles for at most 64 rows; 128x64
+// when 128-column tiles would leave most SMs idle; else 128x128 or 128x192, whichever waves of
+// persistent CTAs are estimated to take less time.
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count);
 
 }  // namespace kd
 

@@ -102,8 +102,7 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
     cols = args.b.shape[1];
   }
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
-  const int64_t tiles128 = groups * CeilDiv(rows, 128) * CeilDiv(cols, 128);
-  return HeuristicGemmConfig(tiles128, device.multiProcessorCount, args.a.shape[0]);
+  return HeuristicGemmConfig(rows, cols, groups, device.multiProcessorCount);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {

@@ -12,7 +12,8 @@
 //     ("promotion": the per-block scale is applied outside the tensor core, whose own FP8
 //     accumulation keeps fewer bits), then frees that block's stage. The epilogue stages the
 //     tile through shared memory and stores whole rows with 16-byte accesses, while the next
-//     tile's first block runs on the tensor core.
+//     tile's first block runs on the tensor core. Tiles wider than 128 columns keep one partial
+//     sum per warpgroup instead, the two warpgroups taking turns (ConsumerLoopWide).
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue.
@@ -467,14 +468,18 @@ __device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], uint32_t 
   // NOTE: the first step only writes `part`, so no earlier value of it is live across the
   // loops; with a read-modify-write first step ptxas saw partials flow around the loop and
   // serialized the wgmmas (C7517/C7518).
-  if constexpr (kBlockN == 128) {
+  if constexpr (kBlockN == 192) {
+    WgmmaM64N192K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
+  } else if constexpr (kBlockN == 128) {
     WgmmaM64N128K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   } else {
     WgmmaM64N64K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   }
 #pragma unroll
   for (int k = 1; k < kBlockK / 32; ++k) {
-    if constexpr (kBlockN == 128) {
+    if constexpr (kBlockN == 192) {
+      WgmmaM64N192K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
+    } else if constexpr (kBlockN == 128) {
       WgmmaM64N128K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
     } else {
       WgmmaM64N64K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
@@ -708,6 +713,169 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   }
 }
 
+// ---- The wide-tile consumer (kBlockN > 128) -----------------------------------------------
+//
+// A 64 x 192 fp32 partial is 96 registers per thread: two of them and the accumulator would not
+// fit beside addressing, so a wide tile keeps ONE partial per warpgroup. The warpgroup issues a
+// block's four wgmmas, waits for all of them (wait_group 0), promotes, frees the stage and issues
+// the next block into the same partial. While it promotes, the tensor core runs the other
+// warpgroup's block: the two warpgroups take turns at issuing (named barriers kTurnBarrier +
+// consumer), so their blocks reach the tensor core one after the other rather than interleaved,
+// and each warpgroup's promotion overlaps the other's wgmmas. Per 128-K block the 128 x 192 tile
+// reads 16 KB of A and 2 x 24 KB of B from shared memory and loads 40 KB (A + B) from L2, for
+// 1.5x the FLOPs of a 128 x 128 tile's 48 KB read and 32 KB loaded.
+
+constexpr int kTurnBarrier = 3;  // 1 and 2 are the epilogue's
+
+__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// 128x128 B scales of one K block for a wide tile: the tile's columns span two scale blocks
+// (kBlockN = 192 starts at a multiple of 64), the first `split` columns in the first.
+struct WideScales {
+  float s00, s01;  // row 0 (this thread's first row) x scale block 0 / 1
+  float s10, s11;  // row 1 (8 rows further)
+};
+
+__device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
+  const float a0 = LoadSharedF32(sa);
+  const float a1 = LoadSharedF32(sa + 8 * 4);
+  const float2 b = LoadSharedF32x2(sb);
+  return WideScales{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
+}
+
+// acc += part * scale, with 128x128 B scales, for a tile of kBlockN columns that starts at a
+// multiple of 64: fragment column group j (8 columns) is in scale block 0 when 8 * j < split
+// (`split` = 64 or 128). Only the groups between 64 and 128 columns depend on it.
+template <int kBlockN>
+__device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
+                                            const WideScales& sc, int split) {
+  static_assert(kBlockN <= 192, "a tile starting at a multiple of 64 spans <= 2 scale blocks");
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
+  const bool first_at_64 = split > 64;  // columns 64..127 still in scale block 0
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+    float r0, r1;
+    if (j < 8) {
+      r0 = sc.s00;
+      r1 = sc.s10;
+    } else if (j < 16) {
+      r0 = first_at_64 ? sc.s00 : sc.s01;
+      r1 = first_at_64 ? sc.s10 : sc.s11;
+    } else {
+      r0 = sc.s01;
+      r1 = sc.s11;
+    }
+    acc[4 * j + 0] += part[4 * j + 0] * r0;
+    acc[4 * j + 1] += part[4 * j + 1] * r0;
+    acc[4 * j + 2] += part[4 * j + 2] * r1;
+    acc[4 * j + 3] += part[4 * j + 3] * r1;
+  }
+}
+
+// The consumer loop of a wide tile (two consumer warpgroups, no cluster). As ConsumerLoop, the
+// warpgroup walks the K blocks of all its tiles as one sequence; the next block is issued into
+// the partial as soon as the last one is promoted, before the epilogue of a finished tile.
+// NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
+// path, before the partial is read; the loop leaves only with nothing in flight (C751x).
+template <int kBlockN, int kStages, bool kPerRowB>
+__device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
+                                                 const Scheduler<128, kBlockN, 1>& sched,
+                                                 int first_work, int work_stride, uint8_t* smem) {
+  constexpr int kBlockM = 128;
+  using L = SmemLayout<kBlockM, kBlockN, kStages>;
+  constexpr int kAcc = kBlockN / 2;
+  const int consumer = Uniform(threadIdx.x / 128) - 1;
+  const int tid = threadIdx.x % 128;
+  const int lane = tid % 32;
+  const uint32_t base = SmemAddr(smem);
+  const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
+  const uint32_t sa_base = base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4);
+  const uint32_t sb_base = base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0);
+  const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
+  const int total = Uniform(sched.total);
+  auto blocks_of = [&](int t) {
+    const Tile tile = sched.Get(t);
+    return Uniform(tile.kb_end - tile.kb_begin);
+  };
+
+  int stage = 0;
+  uint32_t phase = 0;
+  int issue_tile = first_work - work_stride;
+  int issue_left = 0;
+  auto next_issue = [&]() {
+    while (issue_left == 0) {
+      issue_tile += work_stride;
+      if (issue_tile >= total) return false;
+      issue_left = blocks_of(issue_tile);
+      if (issue_left == 0 && !p.accumulate) {
+        StoreZeroTile<kBlockN>(p, sched.Get(issue_tile), consumer, tid);
+      }
+    }
+    --issue_left;
+    return true;
+  };
+  // Consumer 0 issues a block when consumer 1 has issued the one before (its first at once:
+  // consumer 1 arrives ahead), consumer 1 when consumer 0 has issued the same block.
+  auto issue = [&](float(&part)[kAcc]) {
+    BarrierWait(base + L::kFull + 8 * stage, phase);
+    NamedBarrierSync(kTurnBarrier + consumer, 256);
+    IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
+                        base + L::kB + stage * L::kTileBBytes);
+    NamedBarrierArrive(kTurnBarrier + (consumer ^ 1), 256);
+    Advance<kStages>(stage, phase);
+  };
+  if (consumer == 1) NamedBarrierArrive(kTurnBarrier, 256);
+
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  int done_stage = 0;
+  int done_tile = first_work - work_stride;
+  int done_left = 0;
+  int split = 128;  // columns of the done tile in its first B scale block
+  auto next_done_tile = [&]() {
+    do {
+      done_tile += work_stride;
+      done_left = done_tile < total ? blocks_of(done_tile) : 0;
+    } while (done_tile < total && done_left == 0);
+    if (done_tile < total) split = Uniform(128 - sched.Get(done_tile).n0 % 128);
+  };
+  next_done_tile();
+
+  float part[kAcc];
+  bool more = next_issue();
+  if (more) issue(part);
+  while (more) {
+    const uint32_t sa = sa_base + done_stage * kBlockM * 4;
+    const uint32_t sb = sb_base + done_stage * kBlockN * 4;
+    if constexpr (kPerRowB) {
+      const BlockScales sc = LoadScales<true>(sa, sb);
+      WgmmaWait<0>();
+      Promote<kBlockN, true>(acc, part, sc, sb);
+    } else {
+      const WideScales sc = LoadWideScales(sa, sb);
+      WgmmaWait<0>();
+      PromoteWide<kBlockN>(acc, part, sc, split);
+    }
+    ReleaseStage<1>(base + L::kEmpty + 8 * done_stage, lane, 0);
+    if (++done_stage == kStages) done_stage = 0;
+    more = next_issue();
+    if (more) issue(part);
+    if (--done_left == 0) {
+      StoreTile<kBlockN>(p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+      next_done_tile();
+    }
+  }
+  WgmmaWait<0>();
+  // Consumer 1's last arrival on consumer 0's turn barrier has no issue to wait for it.
+  if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
+}
+
 // ---- The kernel -----------------------------------------------------------------------------
 
 
@@ -730,6 +898,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   uint64_t* empty = reinterpret_cast<uint64_t*>(smem + L::kEmpty);
   GroupTable& groups = *reinterpret_cast<GroupTable*>(smem + L::kGroups);
 
+  constexpr int kScaleBlocksB = kBlockN > 128 ? 2 : 1;
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -815,9 +984,13 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
                 CpAsync4(sb + lane + 32 * i, p.b_scales + (valid ? col * p.sb_row + kb : 0),
                          valid);
               }
-            } else if (lane == 0) {
-              CpAsync4(sb, p.b_scales + tile.group * p.sb_group + (tile.n0 / 128) * p.sb_row + kb,
-                       true);
+            } else if (lane < kScaleBlocksB) {
+              // A wide tile's columns span two 128-column scale blocks; one past N reads zero.
+              const int nb = tile.n0 / 128 + lane;
+              const bool valid = nb * 128 < p.n;
+              CpAsync4(sb + lane,
+                       p.b_scales + (valid ? tile.group * p.sb_group + nb * p.sb_row + kb : 0),
+                       valid);
             }
           }
           CpAsyncArrive(&full[stage]);
@@ -832,7 +1005,14 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
-    if (p.b_scale_per_row) {
+    if constexpr (kBlockN > 128) {
+      static_assert(kBlockM == 128 && kCluster == 1, "wide tiles: 128 rows, no cluster");
+      if (p.b_scale_per_row) {
+        ConsumerLoopWide<kBlockN, kStages, true>(p, sched, first_work, work_stride, smem);
+      } else {
+        ConsumerLoopWide<kBlockN, kStages, false>(p, sched, first_work, work_stride, smem);
+      }
+    } else if (p.b_scale_per_row) {
       ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
                                                               smem, rank);
     } else {
@@ -923,6 +1103,7 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   X(128, 128, 6, 1)            \
   X(128, 128, 5, 2)            \
   X(128, 128, 6, 2)            \
+  X(128, 192, 4, 1)            \
   X(128, 64, 6, 1)             \
   X(128, 64, 8, 1)             \
   X(128, 64, 8, 2)             \

@@ -57,8 +57,8 @@ struct KernelParams {
 // of `cluster` CTAs (2: M-adjacent tiles share their B tile through TMA multicast; dense mode
 // only, and map_b's box must then be block_n / 2 rows) on `num_ctas` persistent CTAs, or, when
 // `num_ctas` <= 0, on as many as fit at once but at most `max_useful_ctas`. Built: 128x128
-// with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x64 with 6 or 8 (cluster 1) or 8
-// (cluster 2), 64x64 with 8 (cluster 1). Returns the launch error
+// with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1), 128x64 with 6
+// or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1). Returns the launch error
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,

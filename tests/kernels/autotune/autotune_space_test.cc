@@ -133,10 +133,10 @@ TEST(ConfigSpaceTest, Sm90SpaceHoldsExactlyTheTilesTheKernelBuilds) {
 TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
   const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
   const int32_t v = r.Find("gemm", "nt", "sm_90")->kernel_version;
-  // 32x56 = 1792 tiles of 128x128: the wide tile.
+  // 32x56 = 1792 tiles of 128x128 (14 waves on 132 SMs) or 32x38 = 1216 of 128x192 (10 waves).
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)),
-            GemmConfigToString(HeuristicGemmConfig(32 * 56, 132, 4096)));
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm128.bn128.s6.c1.r8.p0");
+            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 1, 132)));
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm128.bn192.s4.c1.r8.p0");
   // 1x56 tiles leave most of 132 SMs idle: 64-column tiles.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 128, 7168, 2048, v)), "bm128.bn64.s8.c1.r8.p0");
   // At most 64 rows: 64-row tiles.

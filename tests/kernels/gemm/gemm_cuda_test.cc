@@ -280,7 +280,17 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{GemmVariant::kNN, 130, 7, 128, Config(128, 128, 6), 16},
                       DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 64, 8)},
                       DenseCase{GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8, 2)},
-                      DenseCase{GemmVariant::kTN, 100, 136, 512, Config(64, 64, 8)}),
+                      DenseCase{GemmVariant::kTN, 100, 136, 512, Config(64, 64, 8)},
+                      // 192-column tiles: a tile starting at column 192 (64 into a B scale
+                      // block) straddles two B scale blocks; N past the last whole tile, one
+                      // short of a tile, inside a partial last scale block, and one row.
+                      DenseCase{GemmVariant::kNT, 300, 200, 384, Config(128, 192, 4)},
+                      DenseCase{GemmVariant::kNT, 520, 648, 1024, Config(128, 192, 4, 3)},
+                      DenseCase{GemmVariant::kNT, 256, 383, 512, Config(128, 192, 4)},
+                      DenseCase{GemmVariant::kNT, 1, 136, 128, Config(128, 192, 4)},
+                      DenseCase{GemmVariant::kNT, 1024, 1152, 2048, Config(128, 192, 4)},
+                      DenseCase{GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4)},
+                      DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
@@ -295,7 +305,8 @@ TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
   const int64_t total = ends.back(), experts = ends.size(), n = 320, k = 512, kb = k / 128;
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 8),
-                                   Config(128, 128, 6, 8, 2), Config(64, 64, 8)}) {
+                                   Config(128, 128, 6, 8, 2), Config(64, 64, 8),
+                                   Config(128, 192, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -325,7 +336,8 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
   const int64_t total = ends.back(), experts = ends.size(), m = 200, n = 136, tb = total / 128;
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 6),
-                                   Config(128, 128, 5, 8, 2), Config(64, 64, 8)}) {
+                                   Config(128, 128, 5, 8, 2), Config(64, 64, 8),
+                                   Config(128, 192, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -668,6 +680,13 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(ParseGemmConfig("bm128.bn128.s6.c2.r8.p0").ok());
   EXPECT_EQ(ParseGemmConfig("bm128.bn128.s6.c4.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseGemmConfig("bm128.bn192.s4.c1.r8.p0").ok());
+  EXPECT_EQ(ParseGemmConfig("bm128.bn192.s5.c1.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGemmConfig("bm128.bn192.s4.c2.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGemmConfig("bm64.bn192.s4.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

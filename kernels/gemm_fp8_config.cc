@@ -29,10 +29,6 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
   if (c.block_n != 64 && c.block_n != 128 && c.block_n != 192) {
     return Invalid("config.block_n=", c.block_n, " must be 64, 128 or 192");
   }
-  if (c.block_n == 192 && (c.block_m != 128 || c.cluster != 1 || c.stages != 4)) {
-    return Invalid("config.block_n=192 is built only with block_m=128, 4 stages and cluster 1, "
-                   "not ", c.block_m, " rows, ", c.stages, " stages, cluster ", c.cluster);
-  }
   if (c.block_m == 64 && c.block_n != 64) {
     return Invalid("config.block_n=", c.block_n, " is not built with block_m=64 (only 64)");
   }
@@ -43,15 +39,15 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
     return Invalid("config.cluster=", c.cluster, " is not built with block_m=64 (only 1)");
   }
   bool stages_ok;
-  if (c.block_n == 192) stages_ok = true;
+  if (c.block_n == 192) stages_ok = c.stages == 4;
   else if (c.block_m == 64) stages_ok = c.stages == 8;
   else if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
   else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
   if (!stages_ok) {
     return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
                    " tile with cluster ", c.cluster,
-                   " (128x128: 4..6, 5..6 in clusters of 2; 128x64: 6 or 8, 8 in clusters of 2;"
-                   " 64x64: 8)");
+                   " (128x128: 4..6, 5..6 in clusters of 2; 128x192: 4; 128x64: 6 or 8, 8 in"
+                   " clusters of 2; 64x64: 8)");
   }
   if (c.raster_group < 1 || c.raster_group > 64) {
     return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");
@@ -113,7 +109,8 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   return out;
 }
 
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count) {
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count,
+                               bool nt) {
   GemmConfig c;
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block.
@@ -133,20 +130,24 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int s
     c.stages = 8;
     return c;
   }
-  // NOTE: a 128x192 tile does 1.5x the work of a 128x128 one in 1.32x its time (H100, 8192^3,
-  // after wave quantization: 1178 against 1036 TFLOP/s per busy SM; it reads fewer shared-memory
-  // and L2 bytes per FLOP), but its waves quantize differently: take it when its waves of
-  // persistent CTAs cost less.
-  constexpr double kWideTileCost = 1.32;
-  const int64_t tiles192 = m_tiles * ((cols + 191) / 192);
-  const double waves128 = static_cast<double>((tiles128 + sms - 1) / sms);
-  const double waves192 = static_cast<double>((tiles192 + sms - 1) / sms);
-  if (waves192 * kWideTileCost < waves128) {
+  // NOTE: a 128x192 tile reads fewer shared-memory and L2 bytes per FLOP than a 128x128 one: on
+  // an H100 it did 1.5x the work in 1.32x the time (8192^3, per busy SM). But the waves of
+  // persistent CTAs quantize differently: take the tile whose waves are estimated to cost
+  // least. Clusters of 2 that share the B tile were 1-3% faster where they make 8 waves or more
+  // (8192^3, 16384x8192x5120, 4096x24576x1536, 4096x7168x16384) and 1-2% slower with 3 or 6
+  // (4096x2112x7168, 4096^3): their pairs quantize the last wave more coarsely. TN (wgrad,
+  // 16640x5120x8192) was 3% slower in clusters.
+  const int64_t n192 = (cols + 191) / 192;
+  const int64_t waves192 = (m_tiles * n192 + sms - 1) / sms;
+  if (static_cast<double>(waves192) * 1.32 < static_cast<double>((tiles128 + sms - 1) / sms)) {
     c.block_n = 192;
     c.stages = 4;
+    const int64_t clusters = std::max<int64_t>(1, sms / 2);
+    const int64_t cluster_waves = ((m_tiles + 1) / 2 * n192 + clusters - 1) / clusters;
+    if (nt && m_tiles >= 2 && cluster_waves >= 8) c.cluster = 2;
   }
-  // Clusters of 2 (B multicast) stay off by default: on an H100 they were no faster (the kernel
-  // is not bound by L2 traffic; bench/RESULTS.md); the autotuner may still pick them.
+  // Clusters of 2 with 128x128 tiles stay off by default: on an H100 they were no faster
+  // (bench/RESULTS.md); the autotuner may still pick them.
   return c;
 }
 

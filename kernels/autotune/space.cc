@@ -71,8 +71,8 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-// 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing), in the space and the
-// heuristic; 3: double-buffered partial sums, staged epilogue, 64x64 tiles (timings of version 2
+// 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing; clusters of 2 too), in the
+// space and the heuristic; 3: double-buffered partial sums, staged epilogue, 64x64 tiles (timings of version 2
 // are stale);
 // 2: the kernel's own config format (GemmConfigToString); 1 had a format of its own.
 constexpr int32_t kSm90GemmVersion = 4;
@@ -98,7 +98,8 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   }
   s.heuristic = [](const TuneKey& key) {
     return GemmConfigToString(
-        HeuristicGemmConfig(key.m, key.n, Sm90Groups(key), Sm90SmCount(key.device)));
+        HeuristicGemmConfig(key.m, key.n, Sm90Groups(key), Sm90SmCount(key.device),
+                            key.variant == "nt"));
   };
   s.check = [](absl::string_view c) { return ParseGemmConfig(c).status(); };
   // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the

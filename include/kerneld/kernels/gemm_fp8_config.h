@@ -17,7 +17,7 @@
 namespace kd {
 
 // The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
-// 2), 128x192 with 4 stages (no cluster), 128x64 tiles with 6 or 8 stages (8 in clusters of 2)
+// 2), 128x192 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in clusters of 2)
 // and 64x64 tiles with 8 stages (no cluster); each consumer warpgroup owns 64 rows.
 struct GemmConfig {
   int block_m = 128;     // tile rows: 64 or 128
@@ -50,10 +50,12 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 
 // The heuristic default, good without tuning, for a problem of `rows` rows of A (a's shape[0];
 // all groups' rows for M-grouped), `cols` output columns and `groups` separate outputs
-// (K-grouped; else 1) on a device of `sm_count` SMs: 64x64 tiles for at most 64 rows; 128x64
-// when 128-column tiles would leave most SMs idle; else 128x128 or 128x192, whichever waves of
-// persistent CTAs are estimated to take less time.
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count);
+// (K-grouped; else 1) on a device of `sm_count` SMs; `nt`: the variant is NT (or NN, which runs
+// as NT). 64x64 tiles for at most 64 rows; 128x64 when 128-column tiles would leave most SMs
+// idle; else 128x128 or 128x192, whichever waves of persistent CTAs are estimated to take less
+// time, the 128x192 tile in clusters of 2 for NT with 8 waves of clusters or more.
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count,
+                               bool nt);
 
 }  // namespace kd
 

@@ -102,7 +102,8 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
     cols = args.b.shape[1];
   }
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
-  return HeuristicGemmConfig(rows, cols, groups, device.multiProcessorCount);
+  const bool nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
+  return HeuristicGemmConfig(rows, cols, groups, device.multiProcessorCount, nt);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {

@@ -731,8 +731,7 @@ __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// 128x128 B scales of one K block for a wide tile: the tile's columns span two scale blocks
-// (kBlockN = 192 starts at a multiple of 64), the first `split` columns in the first.
+// 128x128 B scales of one K block for a wide tile, whose columns span at most two scale blocks.
 struct WideScales {
   float s00, s01;  // row 0 (this thread's first row) x scale block 0 / 1
   float s10, s11;  // row 1 (8 rows further)
@@ -745,25 +744,28 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   return WideScales{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
 }
 
-// acc += part * scale, with 128x128 B scales, for a tile of kBlockN columns that starts at a
-// multiple of 64: fragment column group j (8 columns) is in scale block 0 when 8 * j < split
-// (`split` = 64 or 128). Only the groups between 64 and 128 columns depend on it.
+// acc += part * scale, with 128x128 B scales, for a wide tile: it starts at a multiple of
+// kAlign = gcd(kBlockN, 128) columns and spans at most two scale blocks, its first `split`
+// columns (kAlign or 128) in the first. Fragment column group j (8 columns) is in block 0 below
+// kAlign / 8, in block 1 from 16 on, and depends on `split` only in between.
 template <int kBlockN>
 __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
                                             const WideScales& sc, int split) {
-  static_assert(kBlockN <= 192, "a tile starting at a multiple of 64 spans <= 2 scale blocks");
+  constexpr int kAlign = kBlockN % 128 == 0 ? 128 : 64;
+  static_assert(kBlockN % 64 == 0 && 128 - kAlign + kBlockN <= 256,
+                "a wide tile spans at most two B scale blocks");
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
-  const bool first_at_64 = split > 64;  // columns 64..127 still in scale block 0
 #pragma unroll
   for (int j = 0; j < kBlockN / 8; ++j) {
     float r0, r1;
-    if (j < 8) {
+    if (j < kAlign / 8) {
       r0 = sc.s00;
       r1 = sc.s10;
     } else if (j < 16) {
-      r0 = first_at_64 ? sc.s00 : sc.s01;
-      r1 = first_at_64 ? sc.s10 : sc.s11;
+      const bool first = 8 * j < split;
+      r0 = first ? sc.s00 : sc.s01;
+      r1 = first ? sc.s10 : sc.s11;
     } else {
       r0 = sc.s01;
       r1 = sc.s11;
@@ -775,15 +777,16 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
   }
 }
 
-// The consumer loop of a wide tile (two consumer warpgroups, no cluster). As ConsumerLoop, the
+// The consumer loop of a wide tile (two consumer warpgroups). As ConsumerLoop, the
 // warpgroup walks the K blocks of all its tiles as one sequence; the next block is issued into
 // the partial as soon as the last one is promoted, before the epilogue of a finished tile.
 // NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
 // path, before the partial is read; the loop leaves only with nothing in flight (C751x).
-template <int kBlockN, int kStages, bool kPerRowB>
+template <int kBlockN, int kStages, int kCluster, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
-                                                 const Scheduler<128, kBlockN, 1>& sched,
-                                                 int first_work, int work_stride, uint8_t* smem) {
+                                                 const Scheduler<128, kBlockN, kCluster>& sched,
+                                                 int first_work, int work_stride, uint8_t* smem,
+                                                 uint32_t rank) {
   constexpr int kBlockM = 128;
   using L = SmemLayout<kBlockM, kBlockN, kStages>;
   constexpr int kAcc = kBlockN / 2;
@@ -860,7 +863,7 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
       WgmmaWait<0>();
       PromoteWide<kBlockN>(acc, part, sc, split);
     }
-    ReleaseStage<1>(base + L::kEmpty + 8 * done_stage, lane, 0);
+    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
     if (++done_stage == kStages) done_stage = 0;
     more = next_issue();
     if (more) issue(part);
@@ -1006,11 +1009,13 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
     if constexpr (kBlockN > 128) {
-      static_assert(kBlockM == 128 && kCluster == 1, "wide tiles: 128 rows, no cluster");
+      static_assert(kBlockM == 128, "wide tiles: two consumer warpgroups");
       if (p.b_scale_per_row) {
-        ConsumerLoopWide<kBlockN, kStages, true>(p, sched, first_work, work_stride, smem);
+        ConsumerLoopWide<kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
+                                                           smem, rank);
       } else {
-        ConsumerLoopWide<kBlockN, kStages, false>(p, sched, first_work, work_stride, smem);
+        ConsumerLoopWide<kBlockN, kStages, kCluster, false>(p, sched, first_work, work_stride,
+                                                            smem, rank);
       }
     } else if (p.b_scale_per_row) {
       ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
@@ -1104,6 +1109,7 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   X(128, 128, 5, 2)            \
   X(128, 128, 6, 2)            \
   X(128, 192, 4, 1)            \
+  X(128, 192, 4, 2)            \
   X(128, 64, 6, 1)             \
   X(128, 64, 8, 1)             \
   X(128, 64, 8, 2)             \

@@ -290,7 +290,11 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{GemmVariant::kNT, 1, 136, 128, Config(128, 192, 4)},
                       DenseCase{GemmVariant::kNT, 1024, 1152, 2048, Config(128, 192, 4)},
                       DenseCase{GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4)},
-                      DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)}),
+                      DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)},
+                      // 192-column tiles in clusters of 2 (B multicast), an odd M tile count.
+                      DenseCase{GemmVariant::kNT, 1100, 1000, 1024, Config(128, 192, 4, 3, 2)},
+                      DenseCase{GemmVariant::kTN, 400, 136, 512, Config(128, 192, 4, 8, 2)},
+                      DenseCase{GemmVariant::kNN, 300, 208, 384, Config(128, 192, 4, 8, 2)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
@@ -684,7 +688,8 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
   EXPECT_TRUE(ParseGemmConfig("bm128.bn192.s4.c1.r8.p0").ok());
   EXPECT_EQ(ParseGemmConfig("bm128.bn192.s5.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseGemmConfig("bm128.bn192.s4.c2.r8.p0").status().code(),
+  EXPECT_TRUE(ParseGemmConfig("bm128.bn192.s4.c2.r8.p0").ok());
+  EXPECT_EQ(ParseGemmConfig("bm128.bn160.s5.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseGemmConfig("bm64.bn192.s4.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);

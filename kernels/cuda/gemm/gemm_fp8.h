@@ -31,7 +31,7 @@ namespace kd {
 
 // GemmConfig, GemmConfigToString, ParseGemmConfig and CheckGemmConfig: gemm_fp8_config.h.
 
-// HeuristicGemmConfig for `args` on `device` (its tile count over all groups, its SM count).
+// HeuristicGemmConfig for `args` on `device` (its rows, columns, groups and variant, the SM count).
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device);
 
 // Device scratch LaunchGemmFp8 needs for `args` (validated), in bytes: 0 for every variant but

@@ -15,14 +15,20 @@
 //                           round trip). It reads X twice; the encode walks the rows backwards so
 //                           that the end of X, read last by the first kernel, is still in L2.
 //   jagged_colwise,         Y = Xᵀ with one scale per (group, column of X); per_row of Xᵀ is the
-//   per_row of Xᵀ           same with one group of every row. The ends checked and the cells
-//                           zeroed in one kernel, amax per cell by atomicMax (one per column and
-//                           group a thread walked), scales per cell, then a transposing encode
-//                           through shared memory (128x64 tiles of X). It reads X twice,
-//                           backwards the second time as per_tensor.
+//   per_row of Xᵀ           same with one group of every row. Two-byte X of up to 8192 rows with
+//                           16-byte aligned rows: ColStripKernel, one read; a CTA per (32-column
+//                           strip, group) holds the group's rows of the strip in shared memory
+//                           (loaded by cp.async; taller groups in pieces, read again). Otherwise
+//                           the ends checked and the cells zeroed in one kernel, amax per cell by
+//                           atomicMax (one per column and group a thread walked), scales per
+//                           cell, then a transposing encode through shared memory (128x64 tiles
+//                           of X): X read twice, backwards the second time as per_tensor.
 //   per_tensor of Xᵀ        per_tensor's amax partials, then ColTileKernel: persistent CTAs
 //                           encode 128-row tiles of X and write them transposed (two reads of X).
-//   mx1x32 of Xᵀ            ColTileKernel in one pass: a 32x1 block of X is 8 rows of 4 warps.
+//   mx1x32 of Xᵀ            one pass. Two-byte X with 16-byte aligned rows: MxTileAsyncKernel,
+//                           one 128x128 tile per CTA by cp.async into shared memory, a thread's
+//                           two columns x 32 rows being one 32x1 block of each; otherwise
+//                           ColTileKernel: a 32x1 block of X is 8 rows of 4 warps.
 // Group ends (jagged) are checked on the device as kd::CheckGroupEnds does (non-decreasing,
 // non-negative, last == M): a violation goes to the op's DeviceErrorRecord and the op writes
 // nothing, as the CPU backend writes nothing when its check fails. jagged_colwise (whose ends
@@ -687,7 +693,9 @@ __global__ void __launch_bounds__(kColThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Y = Xᵀ by tiles of X, one kernel: per_tensor of Xᵀ (kTensor: the scale from TensorAmaxKernel's
-// partials) and mx1x32 of Xᵀ (kMx: 32x1 blocks of X along M). A tile is kCtRows rows x 16 chunks
+// partials) and mx1x32 of Xᵀ (kMx: 32x1 blocks of X along M) for f32 X and two-byte X whose
+// rows do not allow cp.async chunks (MxTileAsyncKernel below takes the others, 0.10-0.17 of the
+// copy faster: branch qcol2). A tile is kCtRows rows x 16 chunks
 // of X (128 two-byte or 64 f32 columns). Thread t holds chunk column t % 16 of the 8 rows of
 // quads t / 16 and t / 16 + 16 (a quad: 4 consecutive rows) in registers, encodes them with its
 // columns' scales and transposes the codes through shared memory (4x4 byte transposes; the
@@ -979,6 +987,315 @@ __global__ void __launch_bounds__(kCtThreads, 2)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Shared pieces of the two cp.async kernels below (two-byte inputs, 16-byte aligned rows, K a
+// multiple of 8, so that a 16-byte chunk of a row is whole or wholly past K).
+
+// 16 bytes from global to shared memory by cp.async, zero-filled past `src_bytes` (0: nothing
+// read; `src` must still be a valid, 16-byte aligned address).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* src, int src_bytes) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void CpAsyncWaitAll() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// The two elements of a word of a two-byte row (columns 2i, 2i+1).
+template <InputType kType>
+__device__ __forceinline__ void PairElements(uint32_t w, float& a, float& b) {
+  if constexpr (kType == InputType::kBF16) {
+    a = fp8::BitsToFloat(w << 16);
+    b = fp8::BitsToFloat(w & 0xFFFF0000u);
+  } else {
+    a = __half2float(__ushort_as_half(static_cast<uint16_t>(w & 0xFFFFu)));
+    b = __half2float(__ushort_as_half(static_cast<uint16_t>(w >> 16)));
+  }
+}
+
+// The fp32 |x| bits of half `i` of a word of two-byte |x| patterns.
+template <InputType kType>
+__device__ __forceinline__ uint32_t HalfAbsBits(uint32_t packed, int i) {
+  const uint32_t h = (packed >> (16 * i)) & 0xFFFFu;
+  if constexpr (kType == InputType::kBF16) {
+    return h << 16;
+  } else {
+    return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(h))));
+  }
+}
+
+// Four codes, packed little-endian: the hardware conversion when `hw` (no product is NaN),
+// else the exact software encode.
+template <typename F>
+__device__ __forceinline__ uint32_t Encode4(bool hw, float y0, float y1, float y2, float y3) {
+#if defined(KD_HAVE_HW_FP8_CVT)
+  if (hw) return fp8::EncodeFinite4<F>(y0, y1, y2, y3);
+#endif
+  return static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y0)) |
+         (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y1)) << 8) |
+         (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y2)) << 16) |
+         (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y3)) << 24);
+}
+
+// The codes of 16 consecutive rows of two adjacent columns of a two-byte tile in shared memory
+// (`at`: the first row's word; rows `pitch` bytes apart) at the columns' scales qa and qb.
+template <InputType kType, typename F>
+__device__ __forceinline__ void EncodePair16(const unsigned char* at, int pitch, float qa, float qb,
+                                             bool hwa, bool hwb, uint4& ya_codes,
+                                             uint4& yb_codes) {
+  uint32_t ca[4], cb[4];
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    float ya[4], yb[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float a, b;
+      PairElements<kType>(*reinterpret_cast<const uint32_t*>(at + (4 * g + i) * pitch), a, b);
+      ya[i] = __fmul_rn(a, qa);
+      yb[i] = __fmul_rn(b, qb);
+    }
+    ca[g] = Encode4<F>(hwa, ya[0], ya[1], ya[2], ya[3]);
+    cb[g] = Encode4<F>(hwb, yb[0], yb[1], yb[2], yb[3]);
+  }
+  ya_codes = make_uint4(ca[0], ca[1], ca[2], ca[3]);
+  yb_codes = make_uint4(cb[0], cb[1], cb[2], cb[3]);
+}
+
+// 16 codes to Y row `dst` (columns m .. m + 15 of Y, those in [lo, hi)): one 16-byte store
+// when `vec` and all 16 are in range.
+__device__ __forceinline__ void StoreCodes16(uint8_t* dst, int64_t m, int64_t lo, int64_t hi,
+                                             const uint4& v, bool vec) {
+  if (vec && m >= lo && m + 16 <= hi) {
+    *reinterpret_cast<uint4*>(dst) = v;
+    return;
+  }
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int b = 0; b < 16; ++b) {
+    if (m + b >= lo && m + b < hi) dst[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mx1x32 of Y = Xᵀ, two-byte inputs: one 128x128 tile of X per CTA (the recipe of
+// quantize_tiled.cu's async kernel). The tile arrives by cp.async straight into 32 KB of shared
+// memory (rows past M zero-filled); thread t then owns columns 2 * (t % 64) and + 1 over rows
+// 32 * (t / 64) .. + 31, which are exactly one 32x1 block of each column: its amax, e8m0 scale
+// and codes need no other thread. The codes go over the first 16 KB of the tile (16-byte chunks
+// XOR-swizzled, conflict-free) after a barrier, and leave with 16-byte stores, a warp writing 4
+// whole 128-byte rows of Y. 48 registers, 32.5 KB of shared memory: 5 CTAs per SM.
+// NOTE: measured on H100 (bench/RESULTS.md, branch qcol2): 0.85-0.93 of the copy against
+// ColTileKernel's 0.68-0.83 (persistent, 2 CTAs per SM); the grouped tile order from 16384 rows
+// up adds 0.003-0.015.
+constexpr int kMxtThreads = 256;
+constexpr int kMxtEdge = 128;                        // rows and columns of X per tile
+constexpr int kMxtRowBytes = kMxtEdge * 2;           // a tile row of X in shared memory
+constexpr int kMxtSmemBytes = kMxtEdge * kMxtRowBytes;  // 32 KB
+constexpr int kMxtMinBlocks = 5;
+
+// Byte offset of 16-byte chunk `c` of Y row `row` in the code tile.
+__device__ __forceinline__ int MxtCodeOffset(int row, int c) {
+  return row * kMxtEdge + ((c ^ ((row >> 1) & 7)) * 16);
+}
+
+template <InputType kType, typename F>
+__global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
+    MxTileAsyncKernel(RowQuantizeParams p, int group_k, bool vec_out16, bool vec_scales) {
+  using S = typename Input<kType>::Storage;
+  static_assert(sizeof(S) == 2, "two-byte inputs");
+  extern __shared__ __align__(16) unsigned char mxt_smem[];
+  __shared__ uint32_t scale_words[kMxtEdge];  // the 4 e8m0 codes of each tile column
+  const int tid = threadIdx.x;
+  // Tile order: row-major, or groups of group_k column tiles taken row band by row band.
+  const int k_tiles = static_cast<int>((p.k + kMxtEdge - 1) / kMxtEdge);
+  const int tile = static_cast<int>(blockIdx.x);
+  int tile_m, tile_k;
+  if (group_k >= k_tiles) {
+    tile_m = tile / k_tiles;
+    tile_k = tile - tile_m * k_tiles;
+  } else {
+    const int m_tiles = static_cast<int>((p.m + kMxtEdge - 1) / kMxtEdge);
+    const int group = tile / (group_k * m_tiles);
+    const int local = tile - group * group_k * m_tiles;
+    const int width = min(group_k, k_tiles - group * group_k);
+    tile_m = local / width;
+    tile_k = group * group_k + local - tile_m * width;
+  }
+  const int64_t m0 = static_cast<int64_t>(tile_m) * kMxtEdge;
+  const int64_t k0 = static_cast<int64_t>(tile_k) * kMxtEdge;
+  unsigned char* xs = mxt_smem;
+  {
+    const S* input = static_cast<const S*>(p.input);
+    const int lane_col = tid % 16;
+    const int64_t kc = k0 + lane_col * 8;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int row = j * (kMxtThreads / 16) + tid / 16;
+      const int64_t r = m0 + row;
+      const int bytes = r < p.m && kc < p.k ? 16 : 0;
+      const S* src = bytes > 0 ? input + r * p.input_stride + kc : input;
+      CpAsync16(xs + row * kMxtRowBytes + lane_col * 16, src, bytes);
+    }
+    CpAsyncWaitAll();
+  }
+  __syncthreads();
+  const int pair = tid % 64, block = tid / 64;
+  const unsigned char* at = xs + block * 32 * kMxtRowBytes + pair * 4;
+  uint32_t acc = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    acc = MaxU16x2(acc, *reinterpret_cast<const uint32_t*>(at + i * kMxtRowBytes) & 0x7FFF7FFFu);
+  }
+  const uint8_t sa = MxScaleCode<F>(HalfAbsBits<kType>(acc, 0), p.mx_rceil);
+  const uint8_t sb = MxScaleCode<F>(HalfAbsBits<kType>(acc, 1), p.mx_rceil);
+  const float qa = MxMultiplier(sa), qb = MxMultiplier(sb);
+  unsigned char* scale_bytes = reinterpret_cast<unsigned char*>(scale_words);
+  scale_bytes[(2 * pair) * 4 + block] = sa;
+  scale_bytes[(2 * pair + 1) * 4 + block] = sb;
+  // A finite multiplier makes every product of the block finite (|x| <= amax); a NaN one (amax
+  // Inf or NaN) makes them all NaN.
+  const bool hwa = qa == qa, hwb = qb == qb;
+  uint4 held[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    EncodePair16<kType, F>(at + 16 * h * kMxtRowBytes, kMxtRowBytes, qa, qb, hwa, hwb,
+                           held[h][0], held[h][1]);
+  }
+  __syncthreads();  // every read of the tile done: its first 16 KB take the codes
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    *reinterpret_cast<uint4*>(xs + MxtCodeOffset(2 * pair, 2 * block + h)) = held[h][0];
+    *reinterpret_cast<uint4*>(xs + MxtCodeOffset(2 * pair + 1, 2 * block + h)) = held[h][1];
+  }
+  if (tid < kMxtEdge && k0 + tid < p.k) {
+    // Scales (K, M/32): the tile column's 4 codes, one word where aligned (m0 / 32 is a
+    // multiple of 4).
+    uint8_t* dst = static_cast<uint8_t*>(p.scales) + (k0 + tid) * p.scales_stride + m0 / 32;
+    const int64_t left = p.m / 32 - m0 / 32;
+    const int n = left < 4 ? static_cast<int>(left) : 4;
+    const uint32_t w = scale_words[tid];
+    if (vec_scales && n == 4) {
+      *reinterpret_cast<uint32_t*>(dst) = w;
+    } else {
+      for (int b = 0; b < n; ++b) dst[b] = static_cast<uint8_t>(w >> (8 * b));
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kMxtEdge * (kMxtEdge / 16) / kMxtThreads; ++i) {
+    const int idx = i * kMxtThreads + tid;
+    const int row = idx / 8, c = idx % 8;
+    const int64_t k = k0 + row, m = m0 + c * 16;
+    if (k < p.k && m < p.m) {
+      const uint4 v = *reinterpret_cast<const uint4*>(xs + MxtCodeOffset(row, c));
+      StoreCodes16(p.output + k * p.output_stride + m, m, 0, p.m, v, vec_out16);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// jagged_colwise and per_row of Xᵀ in one read, two-byte inputs: one CTA per (column strip of
+// kCsCols columns, group). The group's rows of the strip go by cp.async into shared memory
+// (`cap` rows of kCsRowBytes at a time, from the group's first row rounded down to a multiple of
+// 16, rows outside the group zero-filled); the column maxima come from shared memory, then the
+// scales, then the codes of the rows still in shared memory. A group taller than `cap` rows is
+// taken in pieces of `cap` rows: the amax walks them all, the encode walks them back from the
+// last, which is still in shared memory, reading the others again. Encode unit: a word (two
+// columns) of 16 rows of a 16-row-aligned block, whose 2 x 16 codes go to the two Y rows with
+// 16-byte stores.
+constexpr int kCsThreads = 256;
+constexpr int kCsCols = 32;
+constexpr int kCsRowBytes = kCsCols * 2;   // 64: one strip row of X in shared memory
+constexpr int kCsWords = kCsRowBytes / 4;  // 16
+constexpr int kCsChunks = kCsRowBytes / 16;
+
+template <InputType kType, typename F>
+__global__ void __launch_bounds__(kCsThreads, 3)
+    ColStripKernel(RowQuantizeParams p, JaggedScratch s, int cap, bool vec_out16) {
+  using S = typename Input<kType>::Storage;
+  static_assert(sizeof(S) == 2, "two-byte inputs");
+  extern __shared__ __align__(16) unsigned char cs_smem[];
+  __shared__ uint32_t red[kCsThreads / 32][kCsWords];
+  __shared__ float col_quant[kCsCols];
+  if (*s.valid == 0) return;
+  const int tid = threadIdx.x;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kCsCols;
+  const int64_t g = blockIdx.y;
+  const int64_t start = g == 0 ? 0 : s.ends[g - 1], end = s.ends[g];
+  const int64_t a0 = start / 16 * 16;
+  const int64_t pieces = end > start ? (end - a0 + cap - 1) / cap : 0;
+  const S* input = static_cast<const S*>(p.input);
+  unsigned char* xs = cs_smem;
+  auto rows_of = [&](int64_t piece) {
+    const int64_t left = end - a0 - piece * cap;
+    return static_cast<int>(left < cap ? left : cap);
+  };
+  auto load = [&](int64_t piece) {
+    const int64_t base = a0 + piece * cap;
+    const int n = rows_of(piece) * kCsChunks;
+    for (int u = tid; u < n; u += kCsThreads) {
+      const int row = u / kCsChunks, c = u % kCsChunks;
+      const int64_t r = base + row, col = k0 + c * 8;
+      const int bytes = r >= start && col < p.k ? 16 : 0;
+      const S* src = bytes > 0 ? input + r * p.input_stride + col : input;
+      CpAsync16(xs + row * kCsRowBytes + c * 16, src, bytes);
+    }
+    CpAsyncWaitAll();
+    __syncthreads();
+  };
+  // Column maxima: thread t folds word t % 16 of rows t / 16, + 16, ... (a warp reads two whole
+  // rows, 128 bytes: conflict-free).
+  uint32_t acc = 0;
+  for (int64_t piece = 0; piece < pieces; ++piece) {
+    if (piece > 0) __syncthreads();  // every read of the previous piece done
+    load(piece);
+    const int n = rows_of(piece);
+    for (int row = tid / kCsWords; row < n; row += kCsThreads / kCsWords) {
+      acc = MaxU16x2(acc, *reinterpret_cast<const uint32_t*>(xs + row * kCsRowBytes +
+                                                           (tid % kCsWords) * 4) &
+                              0x7FFF7FFFu);
+    }
+  }
+  acc = MaxU16x2(acc, __shfl_xor_sync(0xFFFFFFFFu, acc, 16));
+  if (tid % 32 < kCsWords) red[tid / 32][tid % 32] = acc;
+  __syncthreads();
+  bool finite = true;
+  if (tid < kCsCols) {
+    uint32_t m = 0;
+#pragma unroll
+    for (int w = 0; w < kCsThreads / 32; ++w) m = MaxU16x2(m, red[w][tid / 2]);
+    const BlockScale sc =
+        ComputeScale(HalfAbsBits<kType>(m, tid % 2), F::kMax, p.eps, p.pow2_scales);
+    col_quant[tid] = sc.quant;
+    finite = sc.finite;
+    if (k0 + tid < p.k) static_cast<float*>(p.scales)[ColScaleAt(p, g, k0 + tid)] = sc.stored;
+  }
+  const bool hw = __syncthreads_and(finite) != 0;
+  for (int64_t piece = pieces - 1; piece >= 0; --piece) {
+    if (piece != pieces - 1) {
+      __syncthreads();  // every read of the later piece done
+      load(piece);
+    }
+    const int64_t base = a0 + piece * cap;
+    const int units = (rows_of(piece) + 15) / 16 * kCsWords;
+    for (int u = tid; u < units; u += kCsThreads) {
+      const int w = u % kCsWords, blk = u / kCsWords;
+      const int64_t col = k0 + 2 * w;
+      if (col >= p.k) continue;  // K is even: col + 1 < K too
+      uint4 ya, yb;
+      EncodePair16<kType, F>(xs + blk * 16 * kCsRowBytes + w * 4, kCsRowBytes, col_quant[2 * w],
+                             col_quant[2 * w + 1], hw, hw, ya, yb);
+      const int64_t m = base + 16 * blk;
+      StoreCodes16(p.output + col * p.output_stride + m, m, start, end, ya, vec_out16);
+      StoreCodes16(p.output + (col + 1) * p.output_stride + m, m, start, end, yb, vec_out16);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Launchers.
 
 // CTAs of `kKernel` with `threads` threads resident on the whole device at once.
@@ -1038,25 +1355,91 @@ cudaError_t LaunchColTiles(const RowQuantizeParams& p, ColTileArgs a, cudaStream
   return cudaGetLastError();
 }
 
-// jagged_colwise and per_row of Xᵀ: the ends copied and checked and the cell maxima zeroed in
-// one kernel, then amax per cell, scales per cell and a transposing encode.
-// NOTE: X is read twice. Two one-read designs (a persistent cooperative grid whose tiles of a
-// column strip wait for one another's column maxima, holding their chunks on chip; also with the
-// next tile's maxima folded before the wait) were bit-exact but measured no faster on H100
-// (bench/RESULTS.md, branch qcol).
+// Two-byte X whose base and row pitch allow 16-byte cp.async chunks, none of them cut by K.
+bool AsyncRows(const RowQuantizeParams& p) {
+  return reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && (p.input_stride * 2) % 16 == 0 &&
+         p.k % 8 == 0;
+}
+
+// Whether jagged_colwise / per_row of Xᵀ take ColStripKernel (two-byte inputs).
+// NOTE: measured on H100 (bench/RESULTS.md, branch qcol2), against the two-read kernels in the
+// same process: at 8192 rows (8 random or skewed groups, or one group; K 4096 and 7168, 128 to
+// 1792 CTAs) the strip kernel gains 0.025-0.09 of the copy; from 16384 rows up the groups are
+// taller than a CTA's shared memory holds (kCsCapRows), the pieces read again come mostly from
+// DRAM, and it loses 0.015-0.11 (pieces of 3072 rows at 1 CTA per SM: +0.01-0.05 on 8 random
+// groups, -0.005 to -0.07 on skewed groups and one group). So: up to kCsMaxRows rows, and
+// enough CTAs to fill about half the CTA slots (the fewest measured: 128, one group at K=4096).
+constexpr int kCsCapRows = 1536;       // 96 KB of shared memory: 2 CTAs per SM
+constexpr int64_t kCsMaxRows = 8192;
+constexpr int64_t kCsMinCtas = 128;
+bool UseColStrips(const RowQuantizeParams& p, int64_t groups) {
+  const int64_t strips = (p.k + kCsCols - 1) / kCsCols;
+  return AsyncRows(p) && groups <= 65535 && p.m <= kCsMaxRows && strips * groups >= kCsMinCtas;
+}
+
+// mx1x32 of Xᵀ on MxTileAsyncKernel: one CTA per 128x128 tile of X, grouped tile order from
+// 16384 rows up (as quantize_tiled.cu's transposed forms).
+template <InputType kType, typename F>
+cudaError_t LaunchMxTiles(const RowQuantizeParams& p, cudaStream_t stream) {
+  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
+  const bool vec_scales = addr(p.scales) % 4 == 0 && p.scales_stride % 4 == 0;
+  const int64_t k_tiles = (p.k + kMxtEdge - 1) / kMxtEdge;
+  const int64_t tiles = (p.m + kMxtEdge - 1) / kMxtEdge * k_tiles;
+  if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+  const int group_k = p.m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
+  MxTileAsyncKernel<kType, F><<<static_cast<unsigned>(tiles), kMxtThreads, kMxtSmemBytes,
+                                stream>>>(p, group_k, vec_out16, vec_scales);
+  return cudaGetLastError();
+}
+
+// jagged_colwise and per_row of Xᵀ on ColStripKernel: a CTA per (strip, group); the ends are
+// checked (s.valid) by the kernel launched before.
+template <InputType kType, typename F>
+cudaError_t LaunchColStrips(const RowQuantizeParams& p, const JaggedScratch& s,
+                            cudaStream_t stream) {
+  const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
+  const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
+  const int smem = kCsCapRows * kCsRowBytes;
+  constexpr auto kKernel = ColStripKernel<kType, F>;
+  // Set on every launch: the attribute belongs to the device the launch goes to.
+  const cudaError_t err =
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const int64_t strips = (p.k + kCsCols - 1) / kCsCols;
+  if (strips > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+  kKernel<<<dim3(static_cast<unsigned>(strips), static_cast<unsigned>(ColGroups(p))), kCsThreads,
+            smem, stream>>>(p, s, kCsCapRows, vec_out16);
+  return cudaGetLastError();
+}
+
+// jagged_colwise and per_row of Xᵀ: the ends copied and checked (and, for the two-read kernels,
+// the cell maxima zeroed) in one kernel, then ColStripKernel (UseColStrips), or amax per cell,
+// scales per cell and a transposing encode.
+// NOTE: the two-read kernels read X twice. Two one-read designs (a persistent cooperative grid
+// whose tiles of a column strip wait for one another's column maxima, holding their chunks on
+// chip; also with the next tile's maxima folded before the wait) were bit-exact but measured no
+// faster on H100 (bench/RESULTS.md, branch qcol); ColStripKernel (branch qcol2) is faster only
+// where groups mostly fit its shared memory (UseColStrips).
 template <InputType kType, typename F>
 cudaError_t LaunchColumnCells(const RowQuantizeParams& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   const int64_t groups = ColGroups(p);
   const JaggedScratch s = ScratchOf(p);
-  const int64_t zero_ctas = std::min<int64_t>(64, s.zero_words / (4 * kCheckThreads) + 1);
+  const bool strips = sizeof(S) == 2 && UseColStrips(p, groups);
+  // The strip kernel needs no cell maxima: the ends are checked by one CTA that zeroes nothing.
+  const int64_t zero_words = strips ? 0 : s.zero_words;
+  const int64_t zero_ctas = std::min<int64_t>(64, zero_words / (4 * kCheckThreads) + 1);
   CheckGroupEndsKernel<<<static_cast<unsigned>(zero_ctas), kCheckThreads, 0, stream>>>(
-      p, s.ends, s.valid, s.cell_amax, s.zero_words);
+      p, s.ends, s.valid, s.cell_amax, zero_words);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   // No group: nothing to write (the CPU backend writes nothing either).
   if (groups == 0) return cudaSuccess;
+  if constexpr (sizeof(S) == 2) {
+    if (strips) return LaunchColStrips<kType, F>(p, s, stream);
+  }
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
   const int64_t cpr = (p.k + kVec - 1) / kVec;
@@ -1134,6 +1517,9 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
       if constexpr (F::kFnuz) {
         return cudaErrorInvalidValue;
       } else {
+        if constexpr (sizeof(S) == 2) {
+          if (AsyncRows(p)) return LaunchMxTiles<kType, F>(p, stream);
+        }
         return LaunchColTiles<kType, F, ColMode::kMx>(p, ColTileArgs(), stream);
       }
     case RowQuantizeKind::kPerTensorTransposed: {

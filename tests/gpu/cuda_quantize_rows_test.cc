@@ -263,7 +263,8 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
 // CPU backend: one group of every row with empty groups around it, one huge group between
 // one-row groups, hundreds of tiny and empty groups (several per 128-row encode tile, NaN and
 // Inf rows), X of 33000 and 40000 rows (a group spanning hundreds of encode tiles and amax
-// CTAs), in bf16, f16 and f32, with strided and unaligned rows.
+// CTAs), groups taller than a strip CTA holds in shared memory with starts off a multiple of 16
+// rows, in bf16, f16 and f32, with strided and unaligned rows.
 TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
   KD_REQUIRE_CUDA(gpu);
   auto cpu = CreateCpuBackend(4);
@@ -299,6 +300,10 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
        "40000 rows"},
       {40000, 72, 3, DType::kF16, DType::kE5M2, {}, Specials::kNone,
        "per_row of Xt, 40000 rows"},
+      {8192, 4096, 0, DType::kBF16, DType::kE4M3FN, {0, 700, 700, 1703, 5000, 5001, 8192, 8192},
+       Specials::kNone, "groups taller than a strip CTA holds, starts off 16 rows"},
+      {5000, 4096, 8, DType::kBF16, DType::kE5M2, {}, Specials::kNanAndInf,
+       "per_row of Xt, bf16, pieces, NaN and Inf rows"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.what, ": ", DTypeName(c.in), ">", DTypeName(c.out), " ", c.m,
@@ -350,6 +355,70 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
     const std::vector<uint8_t> got_sc = d_sc.Read();
     const size_t bad_sc = FirstDifference(got_sc, sc);
     ASSERT_EQ(bad_sc, s_bytes) << "scales byte " << bad_sc;
+  }
+  EXPECT_TRUE(gpu->Healthy());
+}
+
+// mx1x32 of Xᵀ on the tiled two-byte kernel, bit for bit against the CPU backend: M past 16384
+// (the grouped tile order, a last group of 2 column tiles), partial row and column tiles,
+// strided input rows, output and scale rows not 4- or 16-byte aligned, NaN and Inf rows, both
+// roundings, e4m3fn and e5m2.
+TEST(CudaRowQuantize, Mx1x32OfXtOnTilesMatchesCpuBitForBit) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(4);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(777);
+  const Shape shapes[] = {{16416, 648, 0, 0, 0}, {4160, 1024, 8, 16, 0}, {288, 136, 0, 4, 1},
+                          {32, 8, 0, 0, 0}};
+  int rotation = 0;
+  for (const Shape& sh : shapes) {
+    for (DType in_type : {DType::kBF16, DType::kF16}) {
+      const int64_t m = sh.m, k = sh.k, in_stride = k + sh.in_pad;
+      const Specials specials = static_cast<Specials>(rotation % 3);
+      const std::vector<uint8_t> input = RowInput(in_type, m, k, in_stride, specials, rng);
+      DeviceBuffer d_in(*gpu, input);
+      for (DType out_type : {DType::kE4M3FN, DType::kE5M2}) {
+        ++rotation;
+        QuantizeArgs a;
+        a.granularity = QuantGranularity::kMx1x32;
+        a.transpose_output = true;
+        a.mx_rounding = rotation % 2 == 1 ? MxRounding::kRceil : MxRounding::kFloor;
+        const int64_t out_stride = m + sh.out_pad, s_stride = m / 32 + sh.scale_pad;
+        const size_t out_bytes = k * out_stride, s_bytes = k * s_stride;
+        SCOPED_TRACE(absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k,
+                                  " in_pad=", sh.in_pad, " out_pad=", sh.out_pad,
+                                  " rceil=", rotation % 2, " specials=", rotation % 3));
+        auto make = [&](const void* in, void* o, void* sc, DeviceLoc loc) {
+          QuantizeArgs b = a;
+          b.input = MakeTensor(const_cast<void*>(in), in_type, {m, k}, in_stride, loc);
+          b.output = MakeTensor(o, out_type, {k, m}, out_stride, loc);
+          b.scales = MakeTensor(sc, DType::kU8, {k, m / 32}, s_stride, loc);
+          return Op(b);
+        };
+        std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
+        const absl::Status cpu_run =
+            cpu->Run(make(input.data(), out.data(), sc.data(), kCpu), *cpu_stream, nullptr);
+        ASSERT_TRUE(cpu_run.ok()) << cpu_run;
+        DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
+        DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
+        const absl::Status run =
+            gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), kGpu), *stream, nullptr);
+        ASSERT_TRUE(run.ok()) << run;
+        const absl::Status synced = gpu->Synchronize(*stream);
+        ASSERT_TRUE(synced.ok()) << synced;
+        const std::vector<uint8_t> got = d_out.Read();
+        const size_t bad = FirstDifference(got, out);
+        ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
+                                  << ", column " << bad % out_stride << "): cuda "
+                                  << int(got[bad]) << " cpu " << int(out[bad]);
+        const std::vector<uint8_t> got_sc = d_sc.Read();
+        const size_t bad_sc = FirstDifference(got_sc, sc);
+        ASSERT_EQ(bad_sc, s_bytes) << "scales byte " << bad_sc << " (row " << bad_sc / s_stride
+                                   << "): cuda " << int(got_sc[bad_sc]) << " cpu "
+                                   << int(sc[bad_sc]);
+      }
+    }
   }
   EXPECT_TRUE(gpu->Healthy());
 }

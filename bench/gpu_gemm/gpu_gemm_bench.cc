@@ -11,8 +11,11 @@
 // |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
 //
 //   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
+//                  [--unsplit]
 //
-// --only runs the cases whose name contains any of the comma-separated substrings.
+// --only runs the cases whose name contains any of the comma-separated substrings. Ours runs
+// with the scratch GemmFp8ScratchBytes asks for, as the CUDA backend passes it (so the split
+// tail is on); --unsplit passes none, which runs the kernel without the split tail.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -176,6 +179,7 @@ struct Options {
   bool has_config = false;
   GemmConfig config;
   std::vector<std::string> only;  // empty: every case
+  bool split = true;              // pass the scratch (split tail)
 };
 
 bool Selected(const Options& opt, const char* name) {
@@ -256,8 +260,11 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   };
   const GemmConfig config = opt.has_config ? opt.config : DefaultGemmConfig(bind(0), prop);
   bool ok = true;
+  const uint64_t scratch_bytes = opt.split ? GemmFp8ScratchBytes(bind(0)) : 0;
+  DeviceBuffer scratch(std::max<uint64_t>(scratch_bytes, 256));
   auto ours = [&](int s) {
-    const absl::Status st = LaunchGemmFp8(bind(s), config, nullptr);
+    const absl::Status st =
+        LaunchGemmFp8(bind(s), config, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
     if (!st.ok()) {
       std::fprintf(stderr, "%s: %s\n", c.name, std::string(st.message()).c_str());
       ok = false;
@@ -328,7 +335,8 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   std::string out = absl::StrCat("{\"name\":\"", c.name, "\",\"variant\":\"",
                                  GemmVariantName(c.variant), "\",\"m\":", c.m, ",\"n\":", c.n,
                                  ",\"k\":", c.k, ",\"groups\":", c.groups, ",\"config\":\"",
-                                 GemmConfigToString(config), "\",\"resident_ctas\":",
+                                 GemmConfigToString(config), "\",\"split_scratch\":",
+                                 scratch_bytes > 0 ? "true" : "false", ",\"resident_ctas\":",
                                  GemmFp8ResidentCtas(config), ",\"rotating_sets\":", sets,
                                  ",\"launches_per_sample\":", per_sample);
   if (!ok || err != cudaSuccess) {
@@ -370,6 +378,8 @@ int main(int argc, char** argv) {
         if (comma > start) opt.only.push_back(arg.substr(start, comma - start));
         start = comma + 1;
       }
+    } else if (arg == "--unsplit") {
+      opt.split = false;
     } else if (arg.rfind("--config=", 0) == 0) {
       auto parsed = ParseGemmConfig(arg.substr(9));
       if (!parsed.ok()) {
@@ -379,7 +389,8 @@ int main(int argc, char** argv) {
       opt.config = *parsed;
       opt.has_config = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B]\n",
+      std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
+                   "[--unsplit]\n",
                    argv[0]);
       return 2;
     }

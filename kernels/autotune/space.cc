@@ -71,11 +71,13 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-// 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing; clusters of 2 too), in the
+// 5: the split tail (the last wave's tiles split along K when it would leave half of the CTAs
+// idle; the CUDA backend's launches pass the scratch it needs): every dense config's time
+// changes where it applies. 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing; clusters of 2 too), in the
 // space and the heuristic; 3: double-buffered partial sums, staged epilogue, 64x64 tiles;
 // 2: the kernel's own config format (GemmConfigToString); 1 had a format of its own. Timings of
 // an older version are stale.
-constexpr int32_t kSm90GemmVersion = 4;
+constexpr int32_t kSm90GemmVersion = 5;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -129,6 +129,25 @@ uint64_t NnScalesOffset(const GemmArgs& args) {
   return (bt_bytes + 255) / 256 * 256;
 }
 
+// Where the NT kernel's split-tail workspace starts in NN's scratch: after bᵀ's scales.
+uint64_t NnSplitOffset(const GemmArgs& args) {
+  const uint64_t scale_cells =
+      static_cast<uint64_t>(CeilDiv(args.b.shape[1], kQuantBlock)) * (args.b.shape[0] / kQuantBlock);
+  return (NnScalesOffset(args) + scale_cells * sizeof(float) + 255) / 256 * 256;
+}
+
+// The split-tail workspace for the current device (0 when its SM count cannot be read: the
+// kernel then runs unsplit).
+uint64_t SplitWorkspaceBytes() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return cuda_gemm::GemmFp8SplitWorkspaceBytes(sms);
+}
+
 // NN (dgrad) as NT: W (R,N) is transposed into scratch as Wᵀ (N,R), its scale grid (R/128,
 // ceil(N/128)) as (ceil(N/128), R/128), and the NT kernel runs on them, all on `stream`.
 // NOTE: the transpose reads and writes N*R bytes on every call: on an H100 at dX 8192x7168 from
@@ -174,10 +193,12 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   t.src_scales = args.b_scales.as<const float>();
   t.src_scales_stride = args.b_scales.strides[0];
   t.dst_scales = bt_scales;
+  // The NT kernel splits its tail only in a caller's scratch (as for NT itself).
+  void* split = owned == nullptr ? static_cast<char*>(scratch) + NnSplitOffset(args) : nullptr;
   const cudaError_t err = cuda_gemm::LaunchTransposeFp8(t, stream);
   absl::Status status =
       err == cudaSuccess
-          ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream)
+          ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream, split)
           : absl::InternalError(absl::StrCat("gemm nn: transpose of b launch: ",
                                              cudaGetErrorString(err)));
   if (owned != nullptr) cudaFreeAsync(owned, stream);
@@ -187,10 +208,15 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
 }  // namespace
 
 uint64_t GemmFp8ScratchBytes(const GemmArgs& args) {
-  if (args.variant != GemmVariant::kNN) return 0;
-  const uint64_t scale_cells =
-      static_cast<uint64_t>(CeilDiv(args.b.shape[1], kQuantBlock)) * (args.b.shape[0] / kQuantBlock);
-  return NnScalesOffset(args) + scale_cells * sizeof(float);
+  switch (args.variant) {
+    case GemmVariant::kNT:
+    case GemmVariant::kTN:
+      return SplitWorkspaceBytes();
+    case GemmVariant::kNN:
+      return NnSplitOffset(args) + SplitWorkspaceBytes();
+    default:
+      return 0;
+  }
 }
 
 GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales) {
@@ -292,9 +318,11 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   if (p.mode == KernelMode::kKGrouped) tiles *= p.num_groups;
   const int max_useful =
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
-  const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, config.block_m,
-                                                         config.block_n, config.stages, cluster,
-                                                         config.num_ctas, max_useful, stream);
+  // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.
+  const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
+  const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
+      p, map_a, map_b, config.block_m, config.block_n, config.stages, cluster, config.num_ctas,
+      max_useful, split ? scratch : nullptr, split ? SplitWorkspaceBytes() : 0, stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

@@ -186,6 +186,9 @@ struct Tile {
   int group = 0;
   int kb_begin = 0;  // K blocks [kb_begin, kb_end)
   int kb_end = 0;
+  int slice = 0;      // split tail: this item's K slice of the tile, 0..slices-1
+  int slices = 1;     // 1: the whole tile
+  int tail_tile = 0;  // split tail: the tile's index among the split tiles
 };
 
 struct GroupTable {
@@ -219,7 +222,7 @@ struct Scheduler {
     num_m = (p.m + kBlockM - 1) / kBlockM;
     if (p.mode == KernelMode::kMGrouped) total = groups.tile_start[p.num_groups];
     else if (p.mode == KernelMode::kKGrouped) total = p.num_groups * num_m * num_n;
-    else total = (num_m + kCluster - 1) / kCluster * num_n;
+    else total = p.split_first + ((num_m + kCluster - 1) / kCluster * num_n - p.split_first) * p.split_k;
   }
 
   __device__ Tile Get(int t) const {
@@ -250,10 +253,22 @@ struct Scheduler {
       tile.kb_begin = groups.begin[g] / kBlockK;
       tile.kb_end = groups.begin[g + 1] / kBlockK;
     } else {
-      Raster(t, (num_m + kCluster - 1) / kCluster, num_n, p.raster_group, mi, ni);
+      // Split tail: work item split_first + j * split_k + s is K slice s of the j-th split tile,
+      // so a tile's slices are adjacent work items (one wave) and its owner (the last slice)
+      // the highest of them.
+      int w = t;
+      const int blocks = p.k / kBlockK;
+      if (t >= p.split_first) {
+        tile.tail_tile = (t - p.split_first) / p.split_k;
+        tile.slice = (t - p.split_first) % p.split_k;
+        tile.slices = p.split_k;
+        w = p.split_first + tile.tail_tile;
+      }
+      Raster(w, (num_m + kCluster - 1) / kCluster, num_n, p.raster_group, mi, ni);
       tile.m0 = (mi * kCluster + rank) * kBlockM;
       tile.row_end = p.m;
-      tile.kb_end = p.k / kBlockK;
+      tile.kb_begin = tile.slice * blocks / tile.slices;
+      tile.kb_end = (tile.slice + 1) * blocks / tile.slices;
     }
     tile.n0 = ni * kBlockN;
     return tile;
@@ -440,6 +455,87 @@ __device__ __forceinline__ void StoreZeroTile(const KernelParams& p, const Tile&
   }
 }
 
+// The value of lane 0 of the warp. The consumer's control flow depends only on such values, so
+// that ptxas sees it as warp-uniform: wgmmas in flight across a branch it takes for divergent are
+// serialized (C7518).
+__device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
+// ---- Split tail -----------------------------------------------------------------------------
+//
+// A non-owner slice stores its warpgroup's fp32 accumulator to its slot in the fragment's own
+// register order (element i of thread tid at i * 128 + tid: each warp store is 128 contiguous
+// bytes), then counts on the flag of (tile, CTA rank, warpgroup). The owner waits until the
+// flag has counted every other slice and adds their partials, slice 0 first, to its own
+// accumulator (slice split_k-1's blocks), then stores the tile as usual.
+
+// Release-add 1 to `flag` from thread 0 of the warpgroup, once every thread's stores are
+// visible (each fences, then the warpgroup meets at the barrier). Predicated, not branched:
+// ptxas serializes wgmmas in flight across a branch it cannot prove warp-uniform.
+__device__ __forceinline__ void SignalSlice(unsigned* flag, int tid, int bar_id) {
+  __threadfence();
+  NamedBarrierSync(bar_id, 128);
+  asm volatile(
+      "{\n"
+      ".reg .pred first;\n"
+      "setp.eq.u32 first, %1, 0;\n"
+      "@first red.release.gpu.global.add.u32 [%0], 1;\n"
+      "}\n" ::"l"(flag),
+      "r"(tid)
+      : "memory");
+}
+
+// Every thread spins (acquire loads inside one asm block) until `flag` reaches `count`.
+__device__ __forceinline__ void WaitSlices(const unsigned* flag, unsigned count) {
+  asm volatile(
+      "{\n"
+      ".reg .pred wait;\n"
+      ".reg .b32 seen;\n"
+      "SPIN:\n"
+      "ld.acquire.gpu.global.u32 seen, [%0];\n"
+      "setp.lt.u32 wait, seen, %1;\n"
+      "@wait bra SPIN;\n"
+      "}\n" ::"l"(flag),
+      "r"(count)
+      : "memory");
+}
+
+// The end of a work item's K blocks for this warpgroup: stores the tile (whole tile or owner
+// slice) and returns, or, for a non-owner slice, hands its partial to the owner.
+template <int kBlockM, int kBlockN, int kCluster>
+__device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& tile,
+                                             int consumer, float (&acc)[kBlockN / 2],
+                                             uint32_t buf_addr, int tid, int bar_id,
+                                             uint32_t rank) {
+  constexpr int kAcc = kBlockN / 2;
+  constexpr int kSlot = kBlockM * kBlockN;  // floats
+  const int slices = Uniform(tile.slices);
+  if (slices > 1) {
+    const int slice = Uniform(tile.slice);
+    const int tail = Uniform(tile.tail_tile);
+    unsigned* flag = p.split_flags + (tail * kCluster + rank) * (kBlockM / 64) + consumer;
+    // Slot of (tail tile, slice < slices - 1, rank): this warpgroup's 64 rows.
+    auto slot = [&](int s) {
+      return p.split_partials +
+             (static_cast<int64_t>(tail * (slices - 1) + s) * kCluster + rank) * kSlot +
+             consumer * (64 * kBlockN) + tid;
+    };
+    if (slice < slices - 1) {
+      float* dst = slot(slice);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) __stcg(dst + i * 128, acc[i]);
+      SignalSlice(flag, tid, bar_id);
+      return;
+    }
+    WaitSlices(flag, static_cast<unsigned>(slices - 1));
+    for (int s = 0; s < slices - 1; ++s) {
+      const float* src = slot(s);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(src + i * 128);
+    }
+  }
+  StoreTile<kBlockN>(p, tile, consumer, acc, buf_addr, tid, bar_id);
+}
+
 // ---- Consumer pieces ------------------------------------------------------------------------
 
 template <int kStages>
@@ -579,10 +675,6 @@ __device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, int lane, uint3
   }
 }
 
-// The value of lane 0 of the warp. The consumer's control flow depends only on such values, so
-// that ptxas sees it as warp-uniform: wgmmas in flight across a branch it takes for divergent are
-// serialized (C7518).
-__device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // The consumer warpgroups' loop. The warpgroup walks the K blocks of all its tiles as one
 // sequence. Two partial sums alternate: block g+1's wgmmas are issued into one before the
@@ -667,7 +759,8 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
     if (++done_stage == kStages) done_stage = 0;
     if (--done_left == 0) {
-      StoreTile<kBlockN>(p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer);
+      CompleteTile<kBlockM, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
+                                              1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -868,7 +961,8 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
     more = next_issue();
     if (more) issue(part);
     if (--done_left == 0) {
-      StoreTile<kBlockN>(p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer);
+      CompleteTile<128, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
+                                              1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1079,22 +1173,87 @@ int ResidentCtas(cudaError_t& err) {
 
 // `num_ctas` <= 0 launches as many CTAs as fit at once; otherwise exactly that many (rounded to
 // whole clusters).
+constexpr int kMaxSlices = 8;
+constexpr int kMinSliceBlocks = 4;  // K blocks: below, the partial's round trip outweighs them
+
+uint64_t SplitFlagBytes(int sm_count) {
+  return (static_cast<uint64_t>(2 * sm_count) * sizeof(unsigned) + 255) / 256 * 256;
+}
+
+// Splits the last wave of a dense problem when its tiles would leave at least half of the
+// `ctas` CTAs idle: `tail` = work items % clusters, each split into s = clusters / tail slices
+// (at most kMaxSlices, at least kMinSliceBlocks K blocks each), so the split items fill one wave.
+// With fewer work items than clusters, the grid grows to hold them all. Returns the CTA count
+// and sets params' split fields (flags cleared on `stream`); leaves them at "no split" when the
+// tail fits no split or the workspace is too small.
+template <int kBlockM, int kBlockN, int kCluster>
+cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* workspace,
+                          uint64_t workspace_bytes, cudaStream_t stream) {
+  if (workspace == nullptr || p.mode != KernelMode::kDense) return cudaSuccess;
+  const int items = (p.m + kBlockM * kCluster - 1) / (kBlockM * kCluster) *
+                    ((p.n + kBlockN - 1) / kBlockN);
+  const int clusters = std::max(1, std::min(num_ctas, resident) / kCluster);
+  const int tail = items % clusters;
+  if (tail == 0 && items >= clusters) return cudaSuccess;
+  const int tail_items = items < clusters ? items : tail;
+  const int slices =
+      std::min({clusters / tail_items, kMaxSlices, p.k / kBlockK / kMinSliceBlocks});
+  if (slices < 2) return cudaSuccess;
+  int sm_count = 0, device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  }
+  if (err != cudaSuccess) return err;
+  const uint64_t flag_bytes = SplitFlagBytes(sm_count);
+  const uint64_t flags = static_cast<uint64_t>(tail_items) * kCluster * (kBlockM / 64);
+  const uint64_t slots = static_cast<uint64_t>(tail_items) * (slices - 1) * kCluster;
+  if (flags * sizeof(unsigned) > flag_bytes ||
+      flag_bytes + slots * kBlockM * kBlockN * sizeof(float) > workspace_bytes) {
+    return cudaSuccess;
+  }
+  p.split_first = items - tail_items;
+  p.split_k = slices;
+  p.split_flags = static_cast<unsigned*>(workspace);
+  p.split_partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + flag_bytes);
+  if (items < clusters) num_ctas = items * slices * kCluster;
+  return cudaMemsetAsync(p.split_flags, 0, flags * sizeof(unsigned), stream);
+}
+
 template <int kBlockM, int kBlockN, int kStages, int kCluster>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
-                   int num_ctas, int max_useful, cudaStream_t stream) {
+                   int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
+                   cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
   if (err != cudaSuccess) return err;
-  if (num_ctas <= 0) num_ctas = std::min(resident, max_useful);
+  KernelParams p = params;
+  if (num_ctas <= 0) {
+    num_ctas = resident;
+    err = PlanSplitTail<kBlockM, kBlockN, kCluster>(p, resident, num_ctas, workspace,
+                                                    workspace_bytes, stream);
+    if (err != cudaSuccess) return err;
+    if (p.split_k == 1) num_ctas = std::min(resident, max_useful);
+  } else if (num_ctas <= resident) {
+    // NOTE: an owner slice spins until the other slices of its tile are done, which needs
+    // every CTA resident at once: a grid larger than that is never split.
+    err = PlanSplitTail<kBlockM, kBlockN, kCluster>(p, num_ctas, num_ctas, workspace,
+                                                    workspace_bytes, stream);
+    if (err != cudaSuccess) return err;
+  }
   num_ctas = std::max(kCluster, num_ctas / kCluster * kCluster);
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(num_ctas, &cluster, stream);
-  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, params,
+  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, p,
                             map_a, map_b);
 }
 
 }  // namespace
+
+uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
+  return SplitFlagBytes(sm_count) + static_cast<uint64_t>(sm_count) * 128 * 192 * sizeof(float);
+}
 
 int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   const int per_stage = (block_m + block_n) * kBlockK + (block_m + block_n) * 4 + 16;
@@ -1118,10 +1277,11 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
-                                cudaStream_t stream) {
+                                void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
 #define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
   if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
-    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, stream);     \
+    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, workspace,    \
+                                workspace_bytes, stream);                                     \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH

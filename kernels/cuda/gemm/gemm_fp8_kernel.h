@@ -51,19 +51,39 @@ struct KernelParams {
   int accumulate = 0;
   int d_vec_aligned = 0;  // every row (and group) of D starts 16-byte aligned: 16-byte stores
   int raster_group = 8;     // M tiles per band in the tile order (L2 reuse)
+  // Split tail (dense mode; set by LaunchGemmFp8Kernel, not by the caller): work items at or
+  // past `split_first` are K slices of the last, part-full wave's tiles, `split_k` per tile.
+  // Slices 0..split_k-2 write their fp32 partial sums to `split_partials` and count on the
+  // tile's flag in `split_flags`; slice split_k-1 (the tile's owner, the highest work item)
+  // waits for the count, adds the partials in slice order and stores the tile.
+  int split_first = 0;
+  int split_k = 1;
+  float* split_partials = nullptr;
+  unsigned* split_flags = nullptr;
 };
+
+// Device workspace of the split tail, in bytes, for a device of `sm_count` SMs: the flags and
+// one 128 x 192 fp32 partial per SM (at most one non-owner slice per CTA is ever in flight:
+// the split items of a launch fit in one wave of its CTAs).
+uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
 // Launches the kernel with a `block_m` x `block_n` tile, `stages` pipeline stages and clusters
 // of `cluster` CTAs (2: M-adjacent tiles share their B tile through TMA multicast; dense mode
 // only, and map_b's box must then be block_n / 2 rows) on `num_ctas` persistent CTAs, or, when
-// `num_ctas` <= 0, on as many as fit at once but at most `max_useful_ctas`. Built: 128x128
+// `num_ctas` <= 0, on as many as fit at once but at most `max_useful_ctas`. With `workspace`
+// (`workspace_bytes` of device memory, 256-byte aligned, stream-ordered, nothing else using it)
+// in dense mode, the tiles of a last wave that would leave at least half of the CTAs idle are
+// split along K into `s` slices (s * tail tiles <= CTAs, at least 4 K blocks a slice, s <= 8),
+// a fixed function of the shape, the config and the CTA count, so a launch gives the same
+// bits on every run; the flags are cleared with cudaMemsetAsync on `stream` first. The split
+// changes only the fp32 summation order of the split tiles (see KernelParams). Built: 128x128
 // with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1), 128x64 with 6
 // or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1). Returns the launch error
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
-                                cudaStream_t stream);
+                                void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
 
 // How many CTAs of this configuration fit on the current device at once (whole clusters); 0 for
 // a configuration not built or on a CUDA error.

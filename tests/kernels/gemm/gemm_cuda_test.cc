@@ -97,6 +97,22 @@ GpuRun WithConfig(const GemmConfig& config) {
   };
 }
 
+// As WithConfig, with the scratch GemmFp8ScratchBytes asks for (as the CUDA backend passes it),
+// so the split tail is on; the scratch starts as garbage (0xAB), as a reused one may.
+GpuRun WithScratch(const GemmConfig& config) {
+  return [config](const GemmArgs& args) {
+    const uint64_t bytes = GemmFp8ScratchBytes(args);
+    void* scratch = nullptr;
+    if (cudaMalloc(&scratch, bytes) != cudaSuccess) return absl::InternalError("cudaMalloc");
+    cudaMemset(scratch, 0xAB, bytes);
+    absl::Status status = LaunchGemmFp8(args, config, nullptr, scratch);
+    const cudaError_t err = cudaDeviceSynchronize();
+    cudaFree(scratch);
+    if (status.ok() && err != cudaSuccess) status = absl::InternalError(cudaGetErrorString(err));
+    return status;
+  };
+}
+
 // Runs `op` on the GPU with `config` and on the CPU, and checks the budget.
 void CheckAgainstCpu(HostOp& op, const GemmConfig& config);
 void CheckAgainstCpu(HostOp& op, const GpuRun& run) {
@@ -526,6 +542,78 @@ TEST(TransposeFp8Test, RefusesWhatItCannotCopy) {
 // NN is the NT kernel on a transposed W: at the dgrad size of the issue (dX 8192x7168 from
 // dY 8192x2048 and W 2048x7168) its output equals NT's on a host-transposed W bit for bit, with
 // the same config. Also prints the time of each (median of 20 runs, CUDA events) as JSON.
+// The split tail: the last wave's tiles split along K into slices whose fp32 partials meet in
+// the scratch (same budget: only the fp32 summation order of those tiles changes). Each case
+// states its split on 132 SMs (an H100/H200; other SM counts split differently, still checked):
+// all tiles split when there are few; with num_ctas (p) a full wave plus a split tail; clusters
+// of 2; 128x128, 128x64 and 64x64 tiles; TN (per-row B scales) and NN (through NT).
+class GemmCudaSplitTailTest : public ::testing::TestWithParam<DenseCase> {};
+
+TEST_P(GemmCudaSplitTailTest, MatchesCpuBackendWithinBudget) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  const DenseCase& c = GetParam();
+  for (const Mix& mix : GpuMixes()) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = MakeDense(c.variant, c.m, c.n, c.k, mix, rng, c.b_stride);
+    CheckAgainstCpu(op, WithScratch(c.config));
+  }
+}
+
+GemmConfig WithCtas(GemmConfig c, int num_ctas) {
+  c.num_ctas = num_ctas;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GemmCudaSplitTailTest,
+    ::testing::Values(
+        // 18 tiles of 128x192, 16 K blocks: 4 slices each (ragged M and N).
+        DenseCase{GemmVariant::kNT, 300, 1000, 2048, Config(128, 192, 4)},
+        // 8 CTAs, 18 tiles: two full waves, then 2 tiles in 4 slices.
+        DenseCase{GemmVariant::kNT, 300, 1000, 2048, WithCtas(Config(128, 192, 4, 2), 8)},
+        // Clusters of 2, 4 clusters, 30 pairs: 2 pairs in 2 slices; odd M tile count.
+        DenseCase{GemmVariant::kNT, 1100, 1000, 1024, WithCtas(Config(128, 192, 4, 3, 2), 8)},
+        // 128x128: 12 CTAs, 16 tiles: 4 tiles in 3 slices of 5-6 blocks (uneven).
+        DenseCase{GemmVariant::kNT, 400, 392, 2176, WithCtas(Config(128, 128, 6), 12)},
+        DenseCase{GemmVariant::kTN, 400, 392, 1024, WithCtas(Config(128, 128, 6), 12)},
+        DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(128, 192, 4)},
+        // 64x64, 64 tiles: 2 slices each; 128x64 in clusters of 2.
+        DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 64, 8)},
+        DenseCase{GemmVariant::kNT, 130, 1000, 1024, Config(128, 64, 8, 8, 2)},
+        DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)}),
+    [](const auto& info) {
+      const DenseCase& c = info.param;
+      return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
+             std::to_string(c.n) + "x" + std::to_string(c.k) + "_bm" +
+             std::to_string(c.config.block_m) + "_c" + std::to_string(c.config.cluster) + "_bn" +
+             std::to_string(c.config.block_n) + "_p" + std::to_string(c.config.num_ctas);
+    });
+
+// The split is fixed by shape, config and CTA count: two launches give the same bits.
+TEST(GemmCudaTest, SplitTailIsDeterministic) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  std::mt19937_64 rng(FreshSeed());
+  HostOp op = MakeDense(GemmVariant::kNT, 300, 1000, 2048, GpuMixes()[0], rng);
+  std::vector<std::unique_ptr<DeviceTensor>> dev;
+  for (const HostTensor& h : op.tensors) dev.push_back(std::make_unique<DeviceTensor>(h));
+  GemmArgs args = op.args;
+  args.a = dev[0]->t;
+  args.a_scales = dev[1]->t;
+  args.b = dev[2]->t;
+  args.b_scales = dev[3]->t;
+  args.d = dev[4]->t;
+  HostTensor first = op.tensors[4], second = op.tensors[4];
+  ASSERT_TRUE(WithScratch(Config(128, 192, 4))(args).ok());
+  dev[4]->CopyTo(first);
+  ASSERT_EQ(cudaMemset(args.d.data, 0, first.t.numel() * DTypeSize(first.t.dtype)), cudaSuccess);
+  ASSERT_TRUE(WithScratch(Config(128, 192, 4))(args).ok());
+  dev[4]->CopyTo(second);
+  EXPECT_EQ(std::memcmp(first.t.data, second.t.data, first.t.numel() * DTypeSize(first.t.dtype)),
+            0);
+}
+
 TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const int64_t m = 8192, n = 7168, r = 2048, rb = r / 128, nb = n / 128;

@@ -577,6 +577,8 @@ INSTANTIATE_TEST_SUITE_P(
         DenseCase{GemmVariant::kNT, 1100, 1000, 1024, WithCtas(Config(128, 192, 4, 3, 2), 8)},
         // 128x128: 12 CTAs, 16 tiles: 4 tiles in 3 slices of 5-6 blocks (uneven).
         DenseCase{GemmVariant::kNT, 400, 392, 2176, WithCtas(Config(128, 128, 6), 12)},
+        // 10 CTAs, 16 tiles: 6 tiles in 3 slices, two split items on most CTAs.
+        DenseCase{GemmVariant::kNT, 400, 392, 2176, WithCtas(Config(128, 128, 6), 10)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, WithCtas(Config(128, 128, 6), 12)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(128, 192, 4)},
         // 64x64, 64 tiles: 2 slices each; 128x64 in clusters of 2.
@@ -655,11 +657,14 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
   cudaDeviceProp prop;
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
   const GemmConfig config = DefaultGemmConfig(NnAsNtArgs(nn, nullptr, nullptr), prop);
+  // Both with scratch: the same split tail (if any) on both sides.
   void* scratch = nullptr;
+  void* nt_scratch = nullptr;
   ASSERT_EQ(cudaMalloc(&scratch, GemmFp8ScratchBytes(nn)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&nt_scratch, GemmFp8ScratchBytes(nt)), cudaSuccess);
 
   ASSERT_TRUE(LaunchGemmFp8(nn, config, nullptr, scratch).ok());
-  ASSERT_TRUE(LaunchGemmFp8(nt, config, nullptr).ok());
+  ASSERT_TRUE(LaunchGemmFp8(nt, config, nullptr, nt_scratch).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   HostTensor got_nn = d, got_nt = d;
   dnn.CopyTo(got_nn);
@@ -700,7 +705,7 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
     std::sort(us.begin(), us.end());
     return us[us.size() / 2];
   };
-  const double nt_us = time_us([&] { (void)LaunchGemmFp8(nt, config, nullptr); });
+  const double nt_us = time_us([&] { (void)LaunchGemmFp8(nt, config, nullptr, nt_scratch); });
   const double nn_us = time_us([&] { (void)LaunchGemmFp8(nn, config, nullptr, scratch); });
   const double nn_alloc_us = time_us([&] { (void)LaunchGemmFp8(nn, config, nullptr); });
   const double tr_us = time_us([&] { (void)cuda_gemm::LaunchTransposeFp8(tp, nullptr); });
@@ -716,6 +721,7 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
       flops / nt_us * 1e-6, nn_us, flops / nn_us * 1e-6, nn_alloc_us, tr_us,
       2.0 * n * r / tr_us * 1e-3);
   cudaFree(scratch);
+  cudaFree(nt_scratch);
 }
 
 TEST(GemmCudaTest, E5m2OperandIsUnimplemented) {

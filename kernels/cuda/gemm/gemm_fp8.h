@@ -35,8 +35,8 @@ namespace kd {
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device);
 
 // Device scratch LaunchGemmFp8 needs for `args` (validated), in bytes: NN needs room for bᵀ
-// and its transposed scales; NT, TN and NN the split-tail workspace (flags and two 128x192 fp32
-// partials per SM of the current device, about 25 MB on 132 SMs); the grouped variants none.
+// and its transposed scales; NT, TN and NN the split-tail workspace (flags and one 128x192 fp32
+// partial per SM of the current device, about 12.4 MB on 132 SMs); the grouped variants none.
 uint64_t GemmFp8ScratchBytes(const GemmArgs& args);
 
 // The NT problem an NN `args` runs as: a, a_scales, d and accumulate as given; b = `bt`, the
@@ -52,8 +52,8 @@ GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales);
 // 8192x7168x2048 NN 441 µs instead of 365: long-lived callers pass scratch, as the backend does). For NN, `config` is the config of
 // the NT problem it runs as (NnAsNtArgs).
 // Split tail (NT, TN, NN; only with the caller's scratch, else the kernel runs unsplit): when the
-// last wave of tiles is part full, its tiles are split along K into slices that spread over all
-// persistent CTAs (when that saves at least a quarter of a tile's time); each tile's owner slice adds the other slices' fp32
+// last wave of tiles would leave at least half of the persistent CTAs idle, its tiles are split
+// along K into slices that fill that wave; each tile's owner slice adds the other slices' fp32
 // partials (through the scratch, slice 0 first) to its own. The split is a fixed function of
 // shape, config and the device's CTA count, so results are the same bits on every run; against
 // the unsplit kernel only the fp32 summation order of those tiles differs (an ulp of fp32 per

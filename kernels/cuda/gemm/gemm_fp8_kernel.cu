@@ -16,7 +16,9 @@
 //     sum per warpgroup instead, the two warpgroups taking turns (ConsumerLoopWide).
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
-// overlap this tile's epilogue.
+// overlap this tile's epilogue. Dense problems whose last wave of tiles is part full may split
+// that wave's tiles along K ("split tail", PlanSplitTail): the slices run as separate work items
+// on otherwise idle CTAs and meet through a workspace in the caller's scratch, in a fixed order.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -1174,21 +1176,22 @@ int ResidentCtas(cudaError_t& err) {
 // `num_ctas` <= 0 launches as many CTAs as fit at once; otherwise exactly that many (rounded to
 // whole clusters).
 constexpr int kMaxSlices = 8;
-constexpr int kSplitSlotsPerSm = 2;  // workspace: partials of 2 tail items per SM at most
 constexpr int kMinSliceBlocks = 4;  // K blocks: below, the partial's round trip outweighs them
 
 uint64_t SplitFlagBytes(int sm_count) {
   return (static_cast<uint64_t>(2 * sm_count) * sizeof(unsigned) + 255) / 256 * 256;
 }
 
-// Splits the last, part-full wave of a dense problem: its `tail` work items (work items %
-// clusters, or all of them when there are fewer than clusters) are split along K into s slices
-// each, s the count (2..kMaxSlices, at least kMinSliceBlocks K blocks a slice) whose split items
-// take the fewest waves of slices, ceil(tail * s / clusters) / s of a tile each, when that is at
-// most 3/4 of the wave it replaces (ties: fewer slices); the partials of the tail's non-owner
-// slices must fit the workspace. With fewer work items than clusters the grid holds only the
-// split items. Sets num_ctas and params' split fields (flags cleared on `stream`); leaves them
-// at "no split" when no count qualifies.
+// Splits the last wave of a dense problem when its tiles would leave at least half of the
+// `ctas` CTAs idle: `tail` = work items % clusters, each split into s = clusters / tail slices
+// (at most kMaxSlices, at least kMinSliceBlocks K blocks each), so the split items fill one wave.
+// With fewer work items than clusters, the grid grows to hold them all. Returns the CTA count
+// and sets params' split fields (flags cleared on `stream`); leaves them at "no split" when the
+// tail fits no split or the workspace is too small.
+// NOTE: slices over two waves (tail > clusters / 2, e.g. 88 tiles of 132 in 3 slices each) were
+// tried and lost on an H100: 4096x2112x7168 976 TFLOP/s against 1046 unsplit, TN
+// 16640x5120x8192 the same (bench/RESULTS.md, branch gemm5): twice the partials' round trips
+// cost more than the third of a wave saved.
 template <int kBlockM, int kBlockN, int kCluster>
 cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* workspace,
                           uint64_t workspace_bytes, cudaStream_t stream) {
@@ -1199,6 +1202,9 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
   const int tail = items % clusters;
   if (tail == 0 && items >= clusters) return cudaSuccess;
   const int tail_items = items < clusters ? items : tail;
+  const int slices =
+      std::min({clusters / tail_items, kMaxSlices, p.k / kBlockK / kMinSliceBlocks});
+  if (slices < 2) return cudaSuccess;
   int sm_count = 0, device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) {
@@ -1207,26 +1213,16 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
   if (err != cudaSuccess) return err;
   const uint64_t flag_bytes = SplitFlagBytes(sm_count);
   const uint64_t flags = static_cast<uint64_t>(tail_items) * kCluster * (kBlockM / 64);
-  if (flags * sizeof(unsigned) > flag_bytes) return cudaSuccess;
-  const int max_slices = std::min(kMaxSlices, p.k / kBlockK / kMinSliceBlocks);
-  int slices = 1;
-  double best = 0.75;  // of a tile's time: the unsplit tail takes 1
-  for (int s = 2; s <= max_slices; ++s) {
-    const uint64_t slots = static_cast<uint64_t>(tail_items) * (s - 1) * kCluster;
-    if (flag_bytes + slots * kBlockM * kBlockN * sizeof(float) > workspace_bytes) break;
-    const int waves = (tail_items * s + clusters - 1) / clusters;
-    const double time = static_cast<double>(waves) / s;
-    if (time < best - 1e-9) {
-      best = time;
-      slices = s;
-    }
+  const uint64_t slots = static_cast<uint64_t>(tail_items) * (slices - 1) * kCluster;
+  if (flags * sizeof(unsigned) > flag_bytes ||
+      flag_bytes + slots * kBlockM * kBlockN * sizeof(float) > workspace_bytes) {
+    return cudaSuccess;
   }
-  if (slices < 2) return cudaSuccess;
   p.split_first = items - tail_items;
   p.split_k = slices;
   p.split_flags = static_cast<unsigned*>(workspace);
   p.split_partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + flag_bytes);
-  if (items < clusters) num_ctas = std::min(clusters, items * slices) * kCluster;
+  if (items < clusters) num_ctas = items * slices * kCluster;
   return cudaMemsetAsync(p.split_flags, 0, flags * sizeof(unsigned), stream);
 }
 
@@ -1262,8 +1258,7 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
 }  // namespace
 
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
-  return SplitFlagBytes(sm_count) +
-         static_cast<uint64_t>(kSplitSlotsPerSm) * sm_count * 128 * 192 * sizeof(float);
+  return SplitFlagBytes(sm_count) + static_cast<uint64_t>(sm_count) * 128 * 192 * sizeof(float);
 }
 
 int GemmFp8SmemBytes(int block_m, int block_n, int stages) {

@@ -63,7 +63,8 @@ struct KernelParams {
 };
 
 // Device workspace of the split tail, in bytes, for a device of `sm_count` SMs: the flags and
-// two 128 x 192 fp32 partials per SM (a split whose non-owner slices need more is not taken).
+// one 128 x 192 fp32 partial per SM (at most one non-owner slice per CTA is ever in flight:
+// the split items of a launch fit in one wave of its CTAs).
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
 // Launches the kernel with a `block_m` x `block_n` tile, `stages` pipeline stages and clusters
@@ -71,10 +72,10 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 // only, and map_b's box must then be block_n / 2 rows) on `num_ctas` persistent CTAs, or, when
 // `num_ctas` <= 0, on as many as fit at once but at most `max_useful_ctas`. With `workspace`
 // (`workspace_bytes` of device memory, 256-byte aligned, stream-ordered, nothing else using it)
-// in dense mode, the tiles of a part-full last wave are split along K into `s` slices (2..8,
-// at least 4 K blocks a slice) when their slices take at most 3/4 of that wave's time (see
-// PlanSplitTail), a fixed function of the shape, the config and the CTA count, so a launch
-// gives the same bits on every run; the flags are cleared with cudaMemsetAsync on `stream` first. The split
+// in dense mode, the tiles of a last wave that would leave at least half of the CTAs idle are
+// split along K into `s` slices (s * tail tiles <= CTAs, at least 4 K blocks a slice, s <= 8),
+// a fixed function of the shape, the config and the CTA count, so a launch gives the same
+// bits on every run; the flags are cleared with cudaMemsetAsync on `stream` first. The split
 // changes only the fp32 summation order of the split tiles (see KernelParams). Built: 128x128
 // with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1), 128x64 with 6
 // or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1). Returns the launch error

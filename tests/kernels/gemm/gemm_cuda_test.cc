@@ -1,6 +1,8 @@
 // The sm_90a FP8 GEMM (kernels/cuda/gemm) against the CPU backend, the reference, on random
 // inputs at several magnitudes, one outlier per block and zeros, for every variant it runs and
-// each built tile width; NN (run as NT on a transposed copy of W) also through the CUDA backend
+// each built tile width; the split tail (with scratch: the last wave's tiles split along K,
+// clusters, ragged edges) and its determinism; NN (run as NT on a
+// transposed copy of W) also through the CUDA backend
 // (the stream's scratch), bit for bit against NT on a host-transposed W, and the transpose alone
 // byte for byte. Needs an sm_90 GPU (ctest label gpu).
 //
@@ -12,7 +14,10 @@
 // or 8e-3 (bf16 output). Seen on an H100: gaussian inputs stay under 2^-11 * S; with one ±448
 // outlier per block in both operands (the small products are aligned to the large ones'
 // exponent and lose their low bits inside the tensor core) a few elements reach 2^-8.6 * S,
-// hence 2^-7: this is the hardware's in-block accumulation, which no kernel can undo.
+// hence 2^-7: this is the hardware's in-block accumulation, which no kernel can undo. The split
+// tail changes only the fp32 order of the block sums of a split tile (the owner's slice, then
+// slices 0, 1, ... added to it): at most s-1 more fp32 roundings of partial sums, each within
+// 2^-24 of |partial| <= S, far inside the same budget, which its cases must meet too.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -577,8 +582,6 @@ INSTANTIATE_TEST_SUITE_P(
         DenseCase{GemmVariant::kNT, 1100, 1000, 1024, WithCtas(Config(128, 192, 4, 3, 2), 8)},
         // 128x128: 12 CTAs, 16 tiles: 4 tiles in 3 slices of 5-6 blocks (uneven).
         DenseCase{GemmVariant::kNT, 400, 392, 2176, WithCtas(Config(128, 128, 6), 12)},
-        // 10 CTAs, 16 tiles: 6 tiles in 3 slices, two split items on most CTAs.
-        DenseCase{GemmVariant::kNT, 400, 392, 2176, WithCtas(Config(128, 128, 6), 10)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, WithCtas(Config(128, 128, 6), 12)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(128, 192, 4)},
         // 64x64, 64 tiles: 2 slices each; 128x64 in clusters of 2.

@@ -3,19 +3,35 @@
 # /work/shared/tools/gpu-bundle (bin/kerneld, bin/quant_e2e_bench, lib/). The daemon runs once
 # with --inline_async (the default) and once without, in the same run, and each time the bench
 # measures 8192x4096 and 32768x7168 over gRPC; against the default daemon it also measures both
-# through a submit ring (client spin: the library's default, then 1 ms).
+# through a submit ring (client spin: the library's default, then 1 ms). A third daemon runs with
+# --ring_spin_us=250 (its ring thread still polls when an ASYNC client's next call comes, ~50 µs
+# after the last) and is measured through the ring only.
 #   run_e2e.sh BUNDLE_DIR OUT_DIR [REPS]
-# Writes e2e_inline.json, e2e_queued.json, e2e_ring.json and kerneld_*.log under OUT_DIR.
+# Writes e2e_inline.json, e2e_queued.json, e2e_ring.json, e2e_ring_spin250.json and kerneld_*.log
+# under OUT_DIR.
 set -u
 bundle=$(cd "$1" && pwd); out=$2; reps=${3:-300}
 export LD_LIBRARY_PATH=$bundle/lib
 sock=$(mktemp -d /tmp/kd_e2e.XXXXXX)
-for mode in inline queued; do
+for mode in inline queued spin250; do
   flag=--inline_async; [ $mode = queued ] && flag=--noinline_async
+  [ $mode = spin250 ] && flag=--ring_spin_us=250
   "$bundle/bin/kerneld" --socket=$sock/data.sock --admin_socket=$sock/admin.sock \
     --metrics_address= --backend=cuda $flag > "$out/kerneld_$mode.log" 2>&1 &
   daemon=$!
   for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
+  if [ $mode = spin250 ]; then
+    {
+      echo "["
+      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096 ring
+      echo ","
+      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168 ring
+      echo "]"
+    } > "$out/e2e_ring_spin250.json"
+    kill $daemon; wait $daemon
+    rm -f $sock/*.sock
+    continue
+  fi
   {
     echo "["
     timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096
@@ -41,7 +57,7 @@ for mode in inline queued; do
 done
 python3 - "$out" <<'PY'
 import json, sys
-for mode in ("inline", "queued", "ring"):
+for mode in ("inline", "queued", "ring", "ring_spin250"):
     for r in json.load(open(f"{sys.argv[1]}/e2e_{mode}.json")):
         print(mode, r["transport"], "spin", r["client_spin_us"], r["op"], "kernel", r["kernel_us_median"], "sync", r["sync_us_median"],
               r["sync_ratio"], "async", r["async_us_median"], r["async_ratio"],

@@ -39,7 +39,7 @@ if command -v cuobjdump > /dev/null; then
     /tmp/all.sass >> "$out/sass.txt"
 fi
 grep -E "^=== |FAILED|PASSED|golden cases" "$out/tests.log"
-grep -E "^(inline|queued|ring) " "$out/tests.log"
+grep -E "^(inline|queued|ring|ring_spin250) " "$out/tests.log"
 python3 -c "
 import json,sys
 d=json.load(open('$out/quant_pad.json'))

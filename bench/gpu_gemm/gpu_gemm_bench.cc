@@ -11,7 +11,13 @@
 // |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
 //
 //   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
-//                  [--unsplit]
+//                  [--unsplit] [--candidates=s5,c2,...]
+//
+// --candidates times, in the same loop as ours and the peer, variants of each case's config
+// (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster; joined by '+' they
+// combine (s5+c2). A candidate the kernel does not build for that config (CheckGemmConfig) is
+// skipped. Each appears in "candidates" with its time, its ratio to the peer, its speed over
+// the default ("vs_default") and its own max_rel_diff against the peer.
 //
 // --only runs the cases whose name contains any of the comma-separated substrings. Ours runs
 // with the scratch GemmFp8ScratchBytes asks for, as the CUDA backend passes it (so the split
@@ -180,7 +186,26 @@ struct Options {
   GemmConfig config;
   std::vector<std::string> only;  // empty: every case
   bool split = true;              // pass the scratch (split tail)
+  std::vector<std::string> candidates;
 };
+
+// Applies a candidate spec (see the file comment) to `c`; false when the spec is malformed.
+bool ApplyCandidate(const std::string& spec, GemmConfig& c) {
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t plus = std::min(spec.find('+', start), spec.size());
+    const std::string part = spec.substr(start, plus - start);
+    if (part.size() >= 2 && part[0] == 's') {
+      c.stages = std::atoi(part.c_str() + 1);
+    } else if (part == "c1" || part == "c2") {
+      c.cluster = part == "c1" ? 1 : 2;
+    } else {
+      return false;
+    }
+    start = plus + 1;
+  }
+  return true;
+}
 
 bool Selected(const Options& opt, const char* name) {
   if (opt.only.empty()) return true;
@@ -262,14 +287,24 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   bool ok = true;
   const uint64_t scratch_bytes = opt.split ? GemmFp8ScratchBytes(bind(0)) : 0;
   DeviceBuffer scratch(std::max<uint64_t>(scratch_bytes, 256));
-  auto ours = [&](int s) {
+  auto launch = [&](int s, const GemmConfig& cfg) {
     const absl::Status st =
-        LaunchGemmFp8(bind(s), config, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
+        LaunchGemmFp8(bind(s), cfg, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
     if (!st.ok()) {
       std::fprintf(stderr, "%s: %s\n", c.name, std::string(st.message()).c_str());
       ok = false;
     }
   };
+  auto ours = [&](int s) { launch(s, config); };
+  std::vector<GemmConfig> cand;
+  for (const std::string& spec : opt.candidates) {
+    GemmConfig v = config;
+    if (ApplyCandidate(spec, v) && CheckGemmConfig(v).ok() && v != config &&
+        std::find(cand.begin(), cand.end(), v) == cand.end()) {
+      cand.push_back(v);
+    }
+  }
+  std::vector<std::vector<double>> t_cand(cand.size());
   // The peer: one cuBLASLt matmul per group (one for the dense cases).
   LtGemm peer;
   const bool peer_ok =
@@ -305,12 +340,17 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   for (int i = 0; i < samples && ok; ++i) {
     t_ours.push_back(TimeBatches(ours, sets, per_sample, start, stop, rotation));
     if (peer_ok) t_peer.push_back(TimeBatches(cublas, sets, per_sample, start, stop, rotation));
+    for (size_t j = 0; j < cand.size(); ++j) {
+      auto run = [&](int s) { launch(s, cand[j]); };
+      t_cand[j].push_back(TimeBatches(run, sets, per_sample, start, stop, rotation));
+    }
   }
   cudaError_t err = cudaDeviceSynchronize();
 
   // Same inputs through both, then compare.
   double max_rel = -1;
   int64_t nonzero = 0;  // output elements of ours that are not zero: the comparison is not vacuous
+  std::vector<double> cand_rel;  // max_rel_diff of each candidate
   if (ok && peer_ok && err == cudaSuccess) {
     ours(0);
     cublas(0);
@@ -318,15 +358,24 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     std::vector<uint16_t> x(total_m * c.n), y(total_m * c.n);
     BENCH_CHECK_CUDA(cudaMemcpy(x.data(), d_ours.ptr, x.size() * 2, cudaMemcpyDeviceToHost));
     BENCH_CHECK_CUDA(cudaMemcpy(y.data(), d_peer.ptr, y.size() * 2, cudaMemcpyDeviceToHost));
-    max_rel = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (x[i] & 0x7FFF) ++nonzero;
-      // Ours is row-major (groups*m, n); the peer wrote each group's D transposed.
-      const int64_t g = i / (c.m * c.n), row = (i / c.n) % c.m, col = i % c.n;
-      const double u = fp8::BF16ToFloat(x[i]);
-      const double v = fp8::BF16ToFloat(y[g * c.m * c.n + col * c.m + row]);
-      const double rel = std::fabs(u - v) / (std::fabs(v) + 1.0);
-      if (!(rel <= max_rel)) max_rel = std::isnan(rel) ? INFINITY : rel;
+    auto max_rel_of = [&](const std::vector<uint16_t>& ours_out) {
+      double worst = 0;
+      for (size_t i = 0; i < ours_out.size(); ++i) {
+        // Ours is row-major (groups*m, n); the peer wrote each group's D transposed.
+        const int64_t g = i / (c.m * c.n), row = (i / c.n) % c.m, col = i % c.n;
+        const double u = fp8::BF16ToFloat(ours_out[i]);
+        const double v = fp8::BF16ToFloat(y[g * c.m * c.n + col * c.m + row]);
+        const double rel = std::fabs(u - v) / (std::fabs(v) + 1.0);
+        if (!(rel <= worst)) worst = std::isnan(rel) ? INFINITY : rel;
+      }
+      return worst;
+    };
+    for (uint16_t v : x) nonzero += (v & 0x7FFF) != 0;
+    max_rel = max_rel_of(x);
+    for (const GemmConfig& v : cand) {
+      launch(0, v);
+      BENCH_CHECK_CUDA(cudaMemcpy(x.data(), d_ours.ptr, x.size() * 2, cudaMemcpyDeviceToHost));
+      cand_rel.push_back(max_rel_of(x));
     }
   }
   cudaEventDestroy(start);
@@ -355,6 +404,19 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   } else {
     absl::StrAppend(&out, ",\"cublaslt\":\"no algorithm for this scale mode\"");
   }
+  if (!cand.empty()) {
+    absl::StrAppend(&out, ",\"candidates\":[");
+    for (size_t j = 0; j < cand.size(); ++j) {
+      const double cms = Median(t_cand[j]);
+      absl::StrAppend(&out, j ? "," : "", "{\"config\":\"", GemmConfigToString(cand[j]),
+                      "\",\"ms\":", cms, ",\"tflops\":", flops / cms / 1e9,
+                      ",\"vs_default\":", ms / cms);
+      if (peer_ok) absl::StrAppend(&out, ",\"ratio\":", Median(t_peer) / cms);
+      if (j < cand_rel.size()) absl::StrAppend(&out, ",\"max_rel_diff\":", cand_rel[j]);
+      absl::StrAppend(&out, "}");
+    }
+    absl::StrAppend(&out, "]");
+  }
   absl::StrAppend(&out, "}");
   return out;
 }
@@ -378,6 +440,20 @@ int main(int argc, char** argv) {
         if (comma > start) opt.only.push_back(arg.substr(start, comma - start));
         start = comma + 1;
       }
+    } else if (arg.rfind("--candidates=", 0) == 0) {
+      size_t start = 13;
+      while (start <= arg.size()) {
+        const size_t comma = std::min(arg.find(',', start), arg.size());
+        if (comma > start) opt.candidates.push_back(arg.substr(start, comma - start));
+        start = comma + 1;
+      }
+      GemmConfig probe;
+      for (const std::string& spec : opt.candidates) {
+        if (!ApplyCandidate(spec, probe)) {
+          std::fprintf(stderr, "bad candidate \"%s\"\n", spec.c_str());
+          return 2;
+        }
+      }
     } else if (arg == "--unsplit") {
       opt.split = false;
     } else if (arg.rfind("--config=", 0) == 0) {
@@ -390,7 +466,7 @@ int main(int argc, char** argv) {
       opt.has_config = true;
     } else {
       std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
-                   "[--unsplit]\n",
+                   "[--unsplit] [--candidates=SPEC,...]\n",
                    argv[0]);
       return 2;
     }

@@ -262,9 +262,16 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     if (session->HasAttachment(kSubmitRingAttachment)) {
       return absl::AlreadyExistsError(absl::StrCat("session_id=\"", session->id(), "\" already has a submit ring"));
     }
+    // The ring is client shm like a registered buffer: the CPU backend (always present) maps
+    // it, checks its name and size, and watches it for truncation.
+    MemoryHandle handle;
+    handle.shm_name = req.shm_name();
+    handle.size = req.size();
+    KD_ASSIGN_OR_RETURN(std::unique_ptr<Region> region,
+                        daemon_->backends().Get(BackendKind::kCpu)->Import(handle));
     KD_ASSIGN_OR_RETURN(
         std::unique_ptr<SubmitRingServer> ring,
-        SubmitRingServer::Open(req.shm_name(), req.size(), daemon_->options().ring_spin,
+        SubmitRingServer::Open(std::move(region), daemon_->options().ring_spin,
                                [this, id = session->id()](const v1::RingRequest& r,
                                                           SubmitRingServer::ReplyFn reply) {
                                  RunRing(id, r, std::move(reply));

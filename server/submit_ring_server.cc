@@ -1,12 +1,5 @@
 #include "server/submit_ring_server.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -18,51 +11,14 @@ namespace kd {
 
 namespace sr = submit_ring;
 
-struct SubmitRingServer::Mapping {
-  void* base = nullptr;
-  size_t size = 0;
-  // The client can shrink the object under the mapping; a fault then zeroes the ring instead
-  // of killing the daemon, and the ring's thread stops serving it.
-  std::unique_ptr<ShmWatch> watch;
-  ~Mapping() {
-    watch.reset();
-    if (base != nullptr) munmap(base, size);
-  }
-  sr::RingHeader* header() const { return static_cast<sr::RingHeader*>(base); }
-};
-
 absl::StatusOr<std::unique_ptr<SubmitRingServer>> SubmitRingServer::Open(
-    const std::string& shm_name, uint64_t size, absl::Duration spin, Handler handler) {
-  if (shm_name.empty() || shm_name[0] != '/' || shm_name.find('/', 1) != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("shm_name=\"", shm_name, "\" must be \"/name\" with no other '/'"));
-  }
+    std::shared_ptr<const Region> region, absl::Duration spin, Handler handler) {
+  const uint64_t size = region->size();
   if (size < sizeof(sr::RingHeader)) {
     return absl::InvalidArgumentError(absl::StrCat("size=", size, " is smaller than the ", sizeof(sr::RingHeader), "-byte ring header"));
   }
-  const int fd = shm_open(shm_name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string what = absl::StrCat("shm_name=\"", shm_name, "\": shm_open: ", strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(what);
-    if (err == EACCES) return absl::PermissionDeniedError(what);
-    return absl::InvalidArgumentError(what);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != size) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is not the size of shm_name=\"", shm_name, "\" (", st.st_size, " bytes)"));
-  }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat("mmap of shm_name=\"", shm_name, "\": ", strerror(errno)));
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->base = base;
-  mapping->size = size;
-  mapping->watch = std::make_unique<ShmWatch>(base, size);
   // The geometry is read once; the thread never trusts the header's copy again.
-  const sr::RingHeader* h = mapping->header();
+  const auto* h = static_cast<const sr::RingHeader*>(region->data());
   const uint32_t magic = h->magic, version = h->version, slots = h->slots, slot_bytes = h->slot_bytes;
   if (magic != sr::kMagic) {
     return absl::InvalidArgumentError(absl::StrCat("ring header: magic=0x", absl::Hex(magic), " is not 0x", absl::Hex(sr::kMagic)));
@@ -76,47 +32,39 @@ absl::StatusOr<std::unique_ptr<SubmitRingServer>> SubmitRingServer::Open(
     return absl::InvalidArgumentError(absl::StrCat("size=", size, " is not RingBytes(slots=", slots, ", slot_bytes=", slot_bytes, ")=", sr::RingBytes(slots, slot_bytes)));
   }
   return std::unique_ptr<SubmitRingServer>(
-      new SubmitRingServer(std::move(mapping), slots, slot_bytes, spin, std::move(handler)));
+      new SubmitRingServer(std::move(region), slots, slot_bytes, spin, std::move(handler)));
 }
 
-SubmitRingServer::SubmitRingServer(std::shared_ptr<Mapping> mapping, uint32_t slots,
+SubmitRingServer::SubmitRingServer(std::shared_ptr<const Region> region, uint32_t slots,
                                    uint32_t slot_bytes, absl::Duration spin, Handler handler)
-    : mapping_(std::move(mapping)),
+    : region_(std::move(region)),
       slots_(slots),
       slot_bytes_(slot_bytes),
       spin_(spin),
       handler_(std::move(handler)) {
-  mapping_->header()->detached.store(0);
+  static_cast<sr::RingHeader*>(base())->detached.store(0);
   thread_ = std::thread([this] { Serve(); });
 }
 
 SubmitRingServer::~SubmitRingServer() { Stop(); }
 
 void SubmitRingServer::Stop() {
-  if (stop_.exchange(true)) {
-    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-    return;
-  }
-  sr::RingHeader* h = mapping_->header();
+  if (stop_.exchange(true)) return;
+  auto* h = static_cast<sr::RingHeader*>(base());
   h->doorbell.fetch_add(1);
   sr::FutexWakeAll(&h->doorbell);
-  if (thread_.joinable()) {
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();
-    } else {
-      thread_.join();
-    }
-  }
+  thread_.join();
   h->detached.store(1);
-  for (uint32_t i = 0; i < slots_; ++i) sr::FutexWakeAll(&sr::Slot(mapping_->base, slot_bytes_, i)->state);
+  for (uint32_t i = 0; i < slots_; ++i) sr::FutexWakeAll(&sr::Slot(base(), slot_bytes_, i)->state);
 }
 
 void SubmitRingServer::Serve() {
-  sr::RingHeader* h = mapping_->header();
+  auto* h = static_cast<sr::RingHeader*>(base());
   absl::Time last_request = absl::InfinitePast();
   uint32_t spins = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
-    if (mapping_->watch->faulted()) return;  // the client truncated its ring: nothing to serve
+    // The client truncated its ring (the CPU backend's watch absorbed the fault): nothing to serve.
+    if (ShmFaultedAt(h)) return;
     const uint32_t seen = h->doorbell.load();
     bool took = false;
     for (uint32_t i = 0; i < slots_ && !stop_.load(std::memory_order_relaxed); ++i) took |= TakeSlot(i);
@@ -133,7 +81,7 @@ void SubmitRingServer::Serve() {
     h->daemon_sleeping.store(1);
     bool pending = h->doorbell.load() != seen;
     for (uint32_t i = 0; i < slots_ && !pending; ++i) {
-      pending = sr::Slot(mapping_->base, slot_bytes_, i)->state.load() == sr::kRequest;
+      pending = sr::Slot(base(), slot_bytes_, i)->state.load() == sr::kRequest;
     }
     if (!pending) sr::FutexWait(&h->doorbell, seen, absl::Milliseconds(200));
     h->daemon_sleeping.store(0);
@@ -141,16 +89,16 @@ void SubmitRingServer::Serve() {
 }
 
 bool SubmitRingServer::TakeSlot(uint32_t i) {
-  sr::SlotHeader* slot = sr::Slot(mapping_->base, slot_bytes_, i);
+  sr::SlotHeader* slot = sr::Slot(base(), slot_bytes_, i);
   uint32_t expected = sr::kRequest;
   if (slot->state.load(std::memory_order_relaxed) != sr::kRequest ||
       !slot->state.compare_exchange_strong(expected, sr::kTaken)) {
     return false;
   }
   const uint32_t length = slot->length;  // read once
-  ReplyFn reply = [mapping = mapping_, slot_bytes = slot_bytes_, i](const absl::Status& status,
-                                                                     double seconds) {
-    WriteReply(*mapping, slot_bytes, i, status, seconds);
+  ReplyFn reply = [region = region_, slot_bytes = slot_bytes_, i](const absl::Status& status,
+                                                                   double seconds) {
+    WriteReply(region->data(), slot_bytes, i, status, seconds);
   };
   if (length > slot_bytes_) {
     reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": length=", length, " exceeds slot_bytes=", slot_bytes_)), 0.0);
@@ -164,17 +112,13 @@ bool SubmitRingServer::TakeSlot(uint32_t i) {
     reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": the ", length, " bytes are not a RingRequest")), 0.0);
     return true;
   }
-  if (request.call_case() == v1::RingRequest::CALL_NOT_SET) {
-    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": call is not set (one of quantize, gemm, pad, unpad, submit)")), 0.0);
-    return true;
-  }
   handler_(request, std::move(reply));
   return true;
 }
 
-void SubmitRingServer::WriteReply(Mapping& mapping, uint32_t slot_bytes, uint32_t i,
+void SubmitRingServer::WriteReply(void* base, uint32_t slot_bytes, uint32_t i,
                                   const absl::Status& status, double kernel_seconds) {
-  sr::SlotHeader* slot = sr::Slot(mapping.base, slot_bytes, i);
+  sr::SlotHeader* slot = sr::Slot(base, slot_bytes, i);
   v1::RingReply reply;
   reply.set_code(static_cast<int>(status.code()));
   // A message too long for the slot is cut (it names the field first, so the cut keeps that).

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kerneld/kernels/backend.h"
 #include "kerneld/server/session_manager.h"
 #include "kerneld/v1/kerneld.pb.h"
 
@@ -34,34 +35,34 @@ class SubmitRingServer : public SessionAttachment {
   // Runs one request; calls `reply` exactly once, on this thread or later on another.
   using Handler = std::function<void(const v1::RingRequest& request, ReplyFn reply)>;
 
-  // Maps the shm object `shm_name` of `size` bytes and checks its header. INVALID_ARGUMENT
-  // naming the rule for a size or header that does not match; NOT_FOUND when there is no such
-  // object. The thread starts serving at once. `spin`: how long the thread polls after a
-  // request before it sleeps on the doorbell.
-  static absl::StatusOr<std::unique_ptr<SubmitRingServer>> Open(const std::string& shm_name,
-                                                                uint64_t size, absl::Duration spin,
-                                                                Handler handler);
+  // Serves the ring in `region`, the client's shm object as the CPU backend imported it (its
+  // mapping, size check and truncation watch), after checking the header against the region's
+  // size: INVALID_ARGUMENT naming the rule otherwise. The thread starts serving at once.
+  // `spin`: how long the thread polls after a request before it sleeps on the doorbell.
+  static absl::StatusOr<std::unique_ptr<SubmitRingServer>> Open(
+      std::shared_ptr<const Region> region, absl::Duration spin, Handler handler);
   ~SubmitRingServer() override;
 
   // Stops taking requests, joins the thread and marks the ring detached (waking the client's
-  // waiters). Replies still pending are written when they come. Idempotent.
+  // waiters). Replies still pending are written when they come. Idempotent; not called from the
+  // ring's own thread.
   void Stop() override;
 
   uint32_t slots() const { return slots_; }
   uint32_t slot_bytes() const { return slot_bytes_; }
 
  private:
-  struct Mapping;
-
-  SubmitRingServer(std::shared_ptr<Mapping> mapping, uint32_t slots, uint32_t slot_bytes,
+  SubmitRingServer(std::shared_ptr<const Region> region, uint32_t slots, uint32_t slot_bytes,
                    absl::Duration spin, Handler handler);
+  void* base() const { return region_->data(); }
   void Serve();
   // Takes slot i's request if it holds one; returns whether it did.
   bool TakeSlot(uint32_t i);
-  static void WriteReply(Mapping& mapping, uint32_t slot_bytes, uint32_t i,
-                         const absl::Status& status, double kernel_seconds);
+  static void WriteReply(void* base, uint32_t slot_bytes, uint32_t i, const absl::Status& status,
+                         double kernel_seconds);
 
-  const std::shared_ptr<Mapping> mapping_;
+  // Held by every pending reply too, so a reply never lands in unmapped memory.
+  const std::shared_ptr<const Region> region_;
   const uint32_t slots_;
   const uint32_t slot_bytes_;
   const absl::Duration spin_;

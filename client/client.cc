@@ -344,17 +344,13 @@ absl::StatusOr<OpResult> CallOp(Request& request, const std::string& session_id,
 absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
                                           const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  if (ring_ != nullptr) {
-    v1::RingRequest ring_request;
-    v1::QuantizeRequest* r = ring_request.mutable_quantize();
-    *r->mutable_op() = op;
-    if (completion.ByteSizeLong() != 0) *r->mutable_completion() = completion;
-    if (auto result = TryRing(ring_request)) return *std::move(result);
-  }
-  v1::QuantizeRequest request;
-  *request.mutable_op() = op;
+  v1::RingRequest call;  // the request itself when there is no ring
+  v1::QuantizeRequest* request = call.mutable_quantize();
+  *request->mutable_op() = op;
+  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
+  if (auto result = TryRing(call)) return *std::move(result);
   return CallOp<v1::QuantizeRequest, v1::OpResponse>(
-      request, session_->id, completion, options_.op_timeout,
+      *request, session_->id, completion, options_.op_timeout,
       [this](grpc::ClientContext* c, const v1::QuantizeRequest& r, v1::OpResponse* o) {
         return stub_->Quantize(c, r, o);
       });
@@ -362,17 +358,13 @@ absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
 
 absl::StatusOr<OpResult> Client::Gemm(const v1::GemmOp& op, const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  if (ring_ != nullptr) {
-    v1::RingRequest ring_request;
-    v1::GemmRequest* r = ring_request.mutable_gemm();
-    *r->mutable_op() = op;
-    if (completion.ByteSizeLong() != 0) *r->mutable_completion() = completion;
-    if (auto result = TryRing(ring_request)) return *std::move(result);
-  }
-  v1::GemmRequest request;
-  *request.mutable_op() = op;
+  v1::RingRequest call;  // the request itself when there is no ring
+  v1::GemmRequest* request = call.mutable_gemm();
+  *request->mutable_op() = op;
+  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
+  if (auto result = TryRing(call)) return *std::move(result);
   return CallOp<v1::GemmRequest, v1::OpResponse>(
-      request, session_->id, completion, options_.op_timeout,
+      *request, session_->id, completion, options_.op_timeout,
       [this](grpc::ClientContext* c, const v1::GemmRequest& r, v1::OpResponse* o) {
         return stub_->Gemm(c, r, o);
       });
@@ -380,17 +372,13 @@ absl::StatusOr<OpResult> Client::Gemm(const v1::GemmOp& op, const v1::Completion
 
 absl::StatusOr<OpResult> Client::Pad(const v1::PadOp& op, const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  if (ring_ != nullptr) {
-    v1::RingRequest ring_request;
-    v1::PadRequest* r = ring_request.mutable_pad();
-    *r->mutable_op() = op;
-    if (completion.ByteSizeLong() != 0) *r->mutable_completion() = completion;
-    if (auto result = TryRing(ring_request)) return *std::move(result);
-  }
-  v1::PadRequest request;
-  *request.mutable_op() = op;
+  v1::RingRequest call;  // the request itself when there is no ring
+  v1::PadRequest* request = call.mutable_pad();
+  *request->mutable_op() = op;
+  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
+  if (auto result = TryRing(call)) return *std::move(result);
   return CallOp<v1::PadRequest, v1::OpResponse>(
-      request, session_->id, completion, options_.op_timeout,
+      *request, session_->id, completion, options_.op_timeout,
       [this](grpc::ClientContext* c, const v1::PadRequest& r, v1::OpResponse* o) {
         return stub_->Pad(c, r, o);
       });
@@ -398,17 +386,13 @@ absl::StatusOr<OpResult> Client::Pad(const v1::PadOp& op, const v1::Completion& 
 
 absl::StatusOr<OpResult> Client::Unpad(const v1::UnpadOp& op, const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  if (ring_ != nullptr) {
-    v1::RingRequest ring_request;
-    v1::UnpadRequest* r = ring_request.mutable_unpad();
-    *r->mutable_op() = op;
-    if (completion.ByteSizeLong() != 0) *r->mutable_completion() = completion;
-    if (auto result = TryRing(ring_request)) return *std::move(result);
-  }
-  v1::UnpadRequest request;
-  *request.mutable_op() = op;
+  v1::RingRequest call;  // the request itself when there is no ring
+  v1::UnpadRequest* request = call.mutable_unpad();
+  *request->mutable_op() = op;
+  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
+  if (auto result = TryRing(call)) return *std::move(result);
   return CallOp<v1::UnpadRequest, v1::OpResponse>(
-      request, session_->id, completion, options_.op_timeout,
+      *request, session_->id, completion, options_.op_timeout,
       [this](grpc::ClientContext* c, const v1::UnpadRequest& r, v1::OpResponse* o) {
         return stub_->Unpad(c, r, o);
       });
@@ -417,19 +401,14 @@ absl::StatusOr<OpResult> Client::Unpad(const v1::UnpadOp& op, const v1::Completi
 absl::StatusOr<OpResult> Client::Submit(absl::Span<const v1::Op> ops,
                                         const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  if (ring_ != nullptr) {
-    v1::RingRequest ring_request;
-    v1::SubmitRequest* r = ring_request.mutable_submit();
-    r->mutable_ops()->Reserve(static_cast<int>(ops.size()));
-    for (const v1::Op& op : ops) *r->add_ops() = op;
-    if (completion.ByteSizeLong() != 0) *r->mutable_completion() = completion;
-    if (auto result = TryRing(ring_request)) return *std::move(result);
-  }
-  v1::SubmitRequest request;
-  request.mutable_ops()->Reserve(static_cast<int>(ops.size()));
-  for (const v1::Op& op : ops) *request.add_ops() = op;
+  v1::RingRequest call;  // the request itself when there is no ring
+  v1::SubmitRequest* request = call.mutable_submit();
+  request->mutable_ops()->Reserve(static_cast<int>(ops.size()));
+  for (const v1::Op& op : ops) *request->add_ops() = op;
+  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
+  if (auto result = TryRing(call)) return *std::move(result);
   return CallOp<v1::SubmitRequest, v1::SubmitResponse>(
-      request, session_->id, completion, options_.op_timeout,
+      *request, session_->id, completion, options_.op_timeout,
       [this](grpc::ClientContext* c, const v1::SubmitRequest& r, v1::SubmitResponse* o) {
         return stub_->Submit(c, r, o);
       });

@@ -344,7 +344,7 @@ absl::StatusOr<OpResult> CallOp(Request& request, const std::string& session_id,
 absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
                                           const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // the request itself when there is no ring
+  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
   v1::QuantizeRequest* request = call.mutable_quantize();
   *request->mutable_op() = op;
   if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
@@ -358,7 +358,7 @@ absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
 
 absl::StatusOr<OpResult> Client::Gemm(const v1::GemmOp& op, const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // the request itself when there is no ring
+  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
   v1::GemmRequest* request = call.mutable_gemm();
   *request->mutable_op() = op;
   if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
@@ -372,7 +372,7 @@ absl::StatusOr<OpResult> Client::Gemm(const v1::GemmOp& op, const v1::Completion
 
 absl::StatusOr<OpResult> Client::Pad(const v1::PadOp& op, const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // the request itself when there is no ring
+  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
   v1::PadRequest* request = call.mutable_pad();
   *request->mutable_op() = op;
   if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
@@ -386,7 +386,7 @@ absl::StatusOr<OpResult> Client::Pad(const v1::PadOp& op, const v1::Completion& 
 
 absl::StatusOr<OpResult> Client::Unpad(const v1::UnpadOp& op, const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // the request itself when there is no ring
+  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
   v1::UnpadRequest* request = call.mutable_unpad();
   *request->mutable_op() = op;
   if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
@@ -401,7 +401,7 @@ absl::StatusOr<OpResult> Client::Unpad(const v1::UnpadOp& op, const v1::Completi
 absl::StatusOr<OpResult> Client::Submit(absl::Span<const v1::Op> ops,
                                         const v1::Completion& completion) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // the request itself when there is no ring
+  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
   v1::SubmitRequest* request = call.mutable_submit();
   request->mutable_ops()->Reserve(static_cast<int>(ops.size()));
   for (const v1::Op& op : ops) *request->add_ops() = op;

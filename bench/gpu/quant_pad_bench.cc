@@ -201,6 +201,8 @@ int main(int argc, char** argv) {
         {"per_tensor", QuantGranularity::kPerTensor, false, false, false, DType::kE4M3FN},
         {"mx1x32", QuantGranularity::kMx1x32, false, false, false, DType::kE4M3FN},
         {"dual_1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN, true},
+        {"dual_1x128_kblock_major", QuantGranularity::k1x128, false, true, false, DType::kE4M3FN,
+         true},
         {"jagged_rowwise_g8", QuantGranularity::kJaggedRowwise, false, false, false,
          DType::kE4M3FN, false, 8},
         {"jagged_colwise_g8", QuantGranularity::kJaggedColwise, true, false, false,
@@ -254,7 +256,8 @@ int main(int argc, char** argv) {
       q.scales = Make(scales->data(), s_type, s_rows, s_cols);
       if (v.dual) {
         q.output_t = Make(output_t->data(), v.out, k, m);
-        q.scales_t = Make(scales_t->data(), DType::kF32, k, m / 128);
+        q.scales_t = v.kbm ? Make(scales_t->data(), DType::kF32, m / 128, k)
+                           : Make(scales_t->data(), DType::kF32, k, m / 128);
       }
       q.granularity = v.g;
       q.transpose_output = v.transpose;

@@ -25,10 +25,11 @@ prometheus::Histogram::BucketBoundaries RpcBuckets() {
 
 Metrics::Metrics(const std::string& version, const std::string& backends)
     : registry_(std::make_shared<prometheus::Registry>()) {
-  kernel_duration_ = &prometheus::BuildHistogram()
-                          .Name("kerneld_kernel_duration_seconds")
-                          .Help("Time of each kernel on its device, from device events or the host clock.")
-                          .Register(*registry_);
+  kernel_duration_ =
+      &prometheus::BuildHistogram()
+           .Name("kerneld_kernel_duration_seconds")
+           .Help("Time of each kernel on its device, from device events or the host clock.")
+           .Register(*registry_);
   rpc_duration_ = &prometheus::BuildHistogram()
                        .Name("kerneld_rpc_duration_seconds")
                        .Help("Time from receiving an RPC to finishing it, by method.")
@@ -41,10 +42,11 @@ Metrics::Metrics(const std::string& version, const std::string& backends)
                       .Name("kerneld_queue_depth")
                       .Help("Ops accepted and not yet started, by device.")
                       .Register(*registry_);
-  device_memory_ = &prometheus::BuildGauge()
-                        .Name("kerneld_device_memory_bytes")
-                        .Help("Memory the daemon holds, by device and state (used, pooled, imported).")
-                        .Register(*registry_);
+  device_memory_ =
+      &prometheus::BuildGauge()
+           .Name("kerneld_device_memory_bytes")
+           .Help("Memory the daemon holds, by device and state (used, pooled, imported).")
+           .Register(*registry_);
   sessions_active_ = &prometheus::BuildGauge()
                           .Name("kerneld_sessions_active")
                           .Help("Open client sessions.")
@@ -85,20 +87,45 @@ void Metrics::ObserveKernel(absl::string_view op, absl::string_view variant,
                             absl::string_view dtype, absl::string_view device,
                             absl::string_view shape_class, double seconds) {
   static const prometheus::Histogram::BucketBoundaries kKernelBuckets = KernelBuckets();
-  kernel_duration_
-      ->Add({{"op", std::string(op)},
-             {"variant", std::string(variant)},
-             {"dtype", std::string(dtype)},
-             {"device", std::string(device)},
-             {"shape_class", std::string(shape_class)}},
-            kKernelBuckets)
-      .Observe(seconds);
+  const std::string key =
+      absl::StrCat(op, "\x1f", variant, "\x1f", dtype, "\x1f", device, "\x1f", shape_class);
+  prometheus::Histogram* series = nullptr;
+  {
+    absl::MutexLock lock(&series_mu_);
+    auto it = kernel_series_.find(key);
+    if (it == kernel_series_.end()) {
+      it = kernel_series_
+               .emplace(key, &kernel_duration_->Add({{"op", std::string(op)},
+                                                     {"variant", std::string(variant)},
+                                                     {"dtype", std::string(dtype)},
+                                                     {"device", std::string(device)},
+                                                     {"shape_class", std::string(shape_class)}},
+                                                    kKernelBuckets))
+               .first;
+    }
+    series = it->second;
+  }
+  series->Observe(seconds);
 }
 
 void Metrics::ObserveRpc(absl::string_view method, absl::string_view code, double seconds) {
   static const prometheus::Histogram::BucketBoundaries kRpcBuckets = RpcBuckets();
-  rpc_duration_->Add({{"method", std::string(method)}}, kRpcBuckets).Observe(seconds);
-  rpc_requests_->Add({{"method", std::string(method)}, {"code", std::string(code)}}).Increment();
+  const std::string key = absl::StrCat(method, "\x1f", code);
+  RpcSeries series;
+  {
+    absl::MutexLock lock(&series_mu_);
+    auto it = rpc_series_.find(key);
+    if (it == rpc_series_.end()) {
+      RpcSeries added;
+      added.duration = &rpc_duration_->Add({{"method", std::string(method)}}, kRpcBuckets);
+      added.requests =
+          &rpc_requests_->Add({{"method", std::string(method)}, {"code", std::string(code)}});
+      it = rpc_series_.emplace(key, added).first;
+    }
+    series = it->second;
+  }
+  series.duration->Observe(seconds);
+  series.requests->Increment();
 }
 
 prometheus::Gauge& Metrics::QueueDepth(absl::string_view device) {

@@ -12,7 +12,8 @@
 // TRANSPORT "ring" attaches a submit ring (Client::AttachSubmitRing) so that every call goes
 // through shared memory instead of a gRPC round trip (the floor is then the ring's round trip);
 // env KD_E2E_RING_SPIN_US sets how long a caller polls its slot (default: the client's).
-// Prints one JSON document.
+// The ASYNC time is also split (reply, GPU span, a polling wait): see the comment at the
+// measurement. Prints one JSON document.
 //
 //   quant_e2e_bench SOCKET [REPS [M K [TRANSPORT]]]     TRANSPORT: grpc (default) or ring
 #include <cuda_runtime_api.h>
@@ -170,6 +171,42 @@ int main(int argc, char** argv) {
     const auto t1 = Clock::now();
     async_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
+  // Where the ASYNC time goes. The reply: call to the daemon's answer (transport, the daemon's
+  // request path, the launch). The GPU span: a timing event this process records on its own
+  // stream just before the call, to one recorded after that stream waits on the signal event,
+  // read off the GPU's clock (the device-side part: daemon launch latency, kernel, signal). The
+  // query wait: the same call waited for by polling cudaEventQuery instead of
+  // cudaEventSynchronize (how fast a host thread can notice the signal).
+  cudaStream_t probe_stream;
+  CheckCuda(cudaStreamCreateWithFlags(&probe_stream, cudaStreamNonBlocking), "stream");
+  cudaEvent_t before, after;
+  CheckCuda(cudaEventCreate(&before), "event");
+  CheckCuda(cudaEventCreate(&after), "event");
+  std::vector<double> reply_us, gpu_span_us, query_us;
+  for (int i = 0; i < reps; ++i) {
+    CheckCuda(cudaEventRecord(before, probe_stream), "record");
+    const auto t0 = Clock::now();
+    auto r = (*c)->Quantize(op, async);
+    const auto t1 = Clock::now();
+    if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
+    CheckCuda(cudaStreamWaitEvent(probe_stream, done, 0), "wait event");
+    CheckCuda(cudaEventRecord(after, probe_stream), "record");
+    CheckCuda(cudaEventSynchronize(after), "wait");
+    float ms = 0;
+    CheckCuda(cudaEventElapsedTime(&ms, before, after), "elapsed");
+    reply_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    gpu_span_us.push_back(ms * 1e3);
+  }
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*c)->Quantize(op, async);
+    if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
+    cudaError_t state;
+    while ((state = cudaEventQuery(done)) == cudaErrorNotReady) {
+    }
+    CheckCuda(state, "query");
+    query_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
   auto pipelined = [&](int threads) {
     const int per_thread = reps / threads;
     const auto t0 = Clock::now();
@@ -202,7 +239,9 @@ int main(int argc, char** argv) {
       "  \"async_pipelined_4threads_us_per_op\": %.1f, \"pipelined_4threads_ratio\": %.3f,\n"
       "  \"rpc_floor_empty_submit_us_median\": %.1f, \"rpc_floor_us_p90\": %.1f,\n"
       "  \"tiny_128x128_kernel_us_median\": %.1f, \"tiny_sync_us_median\": %.1f,"
-      " \"tiny_async_us_median\": %.1f\n}\n",
+      " \"tiny_async_us_median\": %.1f,\n"
+      "  \"async_reply_us_median\": %.1f, \"async_gpu_span_us_median\": %.1f,"
+      " \"async_query_wait_us_median\": %.1f, \"async_query_wait_ratio\": %.3f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
       absl::ToDoubleMicroseconds(ring.spin),
       static_cast<unsigned long long>((*c)->submit_ring_counts().ring_calls),
@@ -210,6 +249,7 @@ int main(int argc, char** argv) {
       Median(sync_us), Percentile(sync_us, 0.9), Median(sync_us) / kernel, Median(async_us),
       Percentile(async_us, 0.9), Median(async_us) / kernel, pipe1, pipe1 / kernel, pipe4,
       pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),
-      Median(tiny_sync_us), Median(tiny_async_us));
+      Median(tiny_sync_us), Median(tiny_async_us), Median(reply_us), Median(gpu_span_us),
+      Median(query_us), Median(query_us) / kernel);
   return 0;
 }

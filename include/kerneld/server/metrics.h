@@ -1,12 +1,15 @@
 // Prometheus metrics of the daemon. Families are built once at start; the request path only
 // increments. Labels are bounded: op, variant, dtype, device, shape class, RPC method and code,
-// never ids.
+// never ids. Each label set's series is looked up in the family once and then cached here:
+// prometheus-cpp's Family::Add builds a whole metric (a histogram's buckets) on every call even
+// when the series exists, which is too slow for a path that runs per op.
 #ifndef KERNELD_SERVER_METRICS_H_
 #define KERNELD_SERVER_METRICS_H_
 
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -53,6 +56,17 @@ class Metrics {
   prometheus::Gauge* sessions_active_;
   prometheus::Gauge* buffers_registered_;
   prometheus::Gauge* ipc_handles_open_;
+
+  // Series by their label values joined with '\x1f'. Entries are never removed: the families
+  // keep every series for the process's life, and label values are bounded.
+  absl::Mutex series_mu_;
+  absl::flat_hash_map<std::string, prometheus::Histogram*> kernel_series_
+      ABSL_GUARDED_BY(series_mu_);
+  struct RpcSeries {
+    prometheus::Histogram* duration;
+    prometheus::Counter* requests;
+  };
+  absl::flat_hash_map<std::string, RpcSeries> rpc_series_ ABSL_GUARDED_BY(series_mu_);
 };
 
 }  // namespace kd

@@ -323,7 +323,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
         reply(absl::InvalidArgumentError("call is not set (one of quantize, gemm, pad, unpad, submit)"), 0.0);
         return;
     }
-    StartOps(session_id, *completion, op_count, batched, /*caller_may_block=*/true, build,
+    StartOps(start, session_id, *completion, op_count, batched, /*caller_may_block=*/true, build,
              [metrics = &daemon_->metrics(), method, start, reply = std::move(reply)](
                  const absl::Status& status, double seconds) {
                metrics->ObserveRpc(method, absl::StatusCodeToString(status.code()),
@@ -423,7 +423,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                    const v1::Completion& completion, int op_count, bool batched,
                                    BuildFn build,
                                    std::function<void(double)> set_seconds) {
-    StartOps(session_id, completion, op_count, batched, /*caller_may_block=*/false, build,
+    StartOps(call.start(), session_id, completion, op_count, batched, /*caller_may_block=*/false, build,
              [call, set_seconds = std::move(set_seconds)](const absl::Status& status,
                                                           double seconds) {
                if (status.ok()) set_seconds(seconds);
@@ -436,8 +436,10 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   // called exactly once, with the request's status and kernel time, on this thread (an error
   // found before anything runs) or on the thread that completes the batch.
   using FinishFn = std::function<void(const absl::Status& status, double kernel_seconds)>;
-  void StartOps(const std::string& session_id, const v1::Completion& completion, int op_count,
-                bool batched, bool caller_may_block, const BuildFn& build, FinishFn finish) {
+  // `start` is when the request arrived: the admit phase runs from it to the hand-off.
+  void StartOps(absl::Time start, const std::string& session_id, const v1::Completion& completion,
+                int op_count, bool batched, bool caller_may_block, const BuildFn& build,
+                FinishFn finish) {
     auto fail = [&finish](const absl::Status& s) { finish(s, 0.0); };
     if (daemon_->draining()) return fail(absl::UnavailableError("the daemon is draining"));
     if (op_count > static_cast<int>(daemon_->options().max_batch_ops)) {
@@ -482,6 +484,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     batch.done = [finish = std::move(finish)](absl::Status status, double seconds) {
       finish(status, seconds);
     };
+    daemon_->metrics().ObservePhase(RequestPhase::kAdmit, absl::ToDoubleSeconds(absl::Now() - start));
     daemon_->executor().Submit(std::move(batch));
   }
 

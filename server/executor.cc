@@ -42,6 +42,7 @@ absl::Status Executor::Start() {
 }
 
 void Executor::Submit(ExecBatch batch) {
+  batch.submitted = absl::Now();
   for (auto& q : queues_) {
     if (q->backend == batch.backend && q->device == batch.device) {
       {
@@ -64,9 +65,9 @@ void Executor::Submit(ExecBatch batch) {
       return;
     }
   }
-  batch.done(absl::InternalError(absl::StrCat("no queue for ", batch.backend->name(), ":",
-                                              batch.device)),
-             0.0);
+  batch.done(
+      absl::InternalError(absl::StrCat("no queue for ", batch.backend->name(), ":", batch.device)),
+      0.0);
 }
 
 void Executor::Serve(Queue* q) {
@@ -88,12 +89,16 @@ void Executor::Serve(Queue* q) {
 }
 
 void Executor::RunBatch(Queue* q, ExecBatch& batch) {
+  const absl::Time started = absl::Now();
+  metrics_->ObservePhase(RequestPhase::kQueue, absl::ToDoubleSeconds(started - batch.submitted));
   // Kernel times may arrive after `done` (GPU backends deliver them from their own thread), so
   // the accumulator is shared.
   auto total = std::make_shared<std::atomic<double>>(0.0);
   auto finish = [&](absl::Status status) {
-    if (status.ok()) ops_completed_ += batch.ops.size();
-    else ++ops_failed_;
+    if (status.ok())
+      ops_completed_ += batch.ops.size();
+    else
+      ++ops_failed_;
     batch.done(status, total->load());
   };
   if (!batch.session_id.empty()) {
@@ -107,9 +112,9 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
       }
     }
     if (!earlier.ok()) {
-      return finish(absl::FailedPreconditionError(absl::StrCat(
-          "an earlier ASYNC request of this session failed on the device (", earlier.ToString(),
-          "); this request did not run")));
+      return finish(absl::FailedPreconditionError(
+          absl::StrCat("an earlier ASYNC request of this session failed on the device (",
+                       earlier.ToString(), "); this request did not run")));
     }
   }
   if (batch.wait_event) {
@@ -119,27 +124,33 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   for (size_t i = 0; i < batch.ops.size(); ++i) {
     Op& op = batch.ops[i];
     if (prepare_) prepare_(q->backend, q->device, op);
-    KernelTimingFn on_timed =
-        [metrics = metrics_, total, name = std::string(OpName(op)),
-         variant = OpVariantLabel(op), dtype = OpDTypeLabel(op), device = q->label,
-         shape_class = std::string(OpShapeClass(op))](double seconds) {
-          metrics->ObserveKernel(name, variant, dtype, device, shape_class, seconds);
-          double cur = total->load();
-          while (!total->compare_exchange_weak(cur, cur + seconds)) {
-          }
-        };
+    KernelTimingFn on_timed = [metrics = metrics_, total, name = std::string(OpName(op)),
+                               variant = OpVariantLabel(op), dtype = OpDTypeLabel(op),
+                               device = q->label,
+                               shape_class = std::string(OpShapeClass(op))](double seconds) {
+      metrics->ObserveKernel(name, variant, dtype, device, shape_class, seconds);
+      double cur = total->load();
+      while (!total->compare_exchange_weak(cur, cur + seconds)) {
+      }
+    };
     absl::Status s = q->backend->Run(op, *q->stream, std::move(on_timed));
     if (!s.ok()) {
       CloseChecksFor(q, batch.session_id);  // the ops already enqueued
-      return finish(batch.batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s) : s);
+      return finish(batch.batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s)
+                                  : s);
     }
   }
   if (batch.async) {
     absl::Status recorded = q->backend->RecordEvent(*q->stream, *batch.signal_event);
     CloseChecksFor(q, batch.session_id);
+    metrics_->ObservePhase(RequestPhase::kLaunch, absl::ToDoubleSeconds(absl::Now() - started));
     return finish(recorded);
   }
-  finish(q->backend->Synchronize(*q->stream));
+  const absl::Time launched = absl::Now();
+  metrics_->ObservePhase(RequestPhase::kLaunch, absl::ToDoubleSeconds(launched - started));
+  absl::Status synced = q->backend->Synchronize(*q->stream);
+  metrics_->ObservePhase(RequestPhase::kComplete, absl::ToDoubleSeconds(absl::Now() - launched));
+  finish(std::move(synced));
 }
 
 void Executor::RetainSessions(const std::function<bool(const std::string&)>& open) {

@@ -62,6 +62,17 @@ Metrics::Metrics(const std::string& version, const std::string& backends)
                            .Help("Client memory mappings open (IPC handles and shm objects).")
                            .Register(*registry_)
                            .Add({});
+  auto& phases = prometheus::BuildHistogram()
+                     .Name("kerneld_request_phase_seconds")
+                     .Help(
+                         "Where data-plane requests spend their time inside the daemon: admit "
+                         "(bind and validate), queue (wait for the device queue), launch "
+                         "(enqueue every op), complete (SYNC: enqueued to device done).")
+                     .Register(*registry_);
+  const char* const kPhaseNames[kRequestPhases] = {"admit", "queue", "launch", "complete"};
+  for (int i = 0; i < kRequestPhases; ++i) {
+    phases_[i] = &phases.Add({{"phase", kPhaseNames[i]}}, KernelBuckets());
+  }
   prometheus::BuildGauge()
       .Name("kerneld_build_info")
       .Help("Constant 1, labelled with the version and the backends found.")

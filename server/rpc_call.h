@@ -26,6 +26,7 @@ class RpcCall {
     return reactor_;
   }
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  absl::Time start() const { return start_; }
 
  private:
   Metrics* metrics_;

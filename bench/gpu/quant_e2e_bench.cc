@@ -12,8 +12,8 @@
 // TRANSPORT "ring" attaches a submit ring (Client::AttachSubmitRing) so that every call goes
 // through shared memory instead of a gRPC round trip (the floor is then the ring's round trip);
 // env KD_E2E_RING_SPIN_US sets how long a caller polls its slot (default: the client's).
-// The ASYNC time is also split (reply, GPU span, a polling wait): see the comment at the
-// measurement. Prints one JSON document.
+// ASYNC also reports when the reply came, a polling wait, and how long a stream of this process
+// waits on the signal event (comments at the measurements). Prints one JSON document.
 //
 //   quant_e2e_bench SOCKET [REPS [M K [TRANSPORT]]]     TRANSPORT: grpc (default) or ring
 #include <cuda_runtime_api.h>
@@ -137,6 +137,27 @@ int main(int argc, char** argv) {
     if (!(*c)->Quantize(op).ok() || !(*c)->Quantize(op, async).ok()) Die("warm-up failed");
     CheckCuda(cudaEventSynchronize(done), "wait");
   }
+  // KD_E2E_ONLY=sync|async: only that loop of the full-size op (so that the daemon's
+  // kerneld_request_phase_seconds, scraped around this process, describe one kind of call).
+  if (const char* only = std::getenv("KD_E2E_ONLY")) {
+    const std::string mode = only;
+    if (mode != "sync" && mode != "async") Die("KD_E2E_ONLY must be sync or async");
+    std::vector<double> us, kernel;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = Clock::now();
+      auto r = mode == "sync" ? (*c)->Quantize(op) : (*c)->Quantize(op, async);
+      if (!r.ok()) Die("Quantize: " + r.status().ToString());
+      if (mode == "async") CheckCuda(cudaEventSynchronize(done), "wait");
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      if (mode == "sync") kernel.push_back(r->kernel_seconds * 1e6);
+    }
+    std::printf("{\"op\": \"quantize 1x128 bf16>e4m3fn %lldx%lld\", \"transport\": \"%s\","
+                " \"only\": \"%s\", \"reps\": %d, \"us_median\": %.1f,"
+                " \"kernel_us_median\": %.1f}\n",
+                static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
+                mode.c_str(), reps, Median(us), kernel.empty() ? 0.0 : Median(kernel));
+    return 0;
+  }
   std::vector<double> floor_us, tiny_sync_us, tiny_async_us, tiny_kernel_us;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
@@ -154,7 +175,7 @@ int main(int argc, char** argv) {
     CheckCuda(cudaEventSynchronize(done), "wait");
     tiny_async_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
-  std::vector<double> sync_us, kernel_us, async_us;
+  std::vector<double> sync_us, kernel_us, async_us, reply_us;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
     auto r = (*c)->Quantize(op);
@@ -166,36 +187,37 @@ int main(int argc, char** argv) {
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
     auto r = (*c)->Quantize(op, async);
+    const auto replied = Clock::now();
     if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
     CheckCuda(cudaEventSynchronize(done), "wait");
     const auto t1 = Clock::now();
     async_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    reply_us.push_back(std::chrono::duration<double, std::micro>(replied - t0).count());
   }
-  // Where the ASYNC time goes. The reply: call to the daemon's answer (transport, the daemon's
-  // request path, the launch). The GPU span: a timing event this process records on its own
-  // stream just before the call, to one recorded after that stream waits on the signal event,
-  // read off the GPU's clock (the device-side part: daemon launch latency, kernel, signal). The
-  // query wait: the same call waited for by polling cudaEventQuery instead of
-  // cudaEventSynchronize (how fast a host thread can notice the signal).
+  // Two more looks at ASYNC. The stream wait: after the reply this process records a timing
+  // event on its own stream, makes that stream wait on the signal event and records another;
+  // their GPU-clock distance is how long a consumer stream of the client waits for the daemon's
+  // signal (the rest of the kernel plus the cross-process event's own latency); beside it, the
+  // host time from the reply to that second event completing. The query wait: the call waited
+  // for by polling cudaEventQuery instead of cudaEventSynchronize.
   cudaStream_t probe_stream;
   CheckCuda(cudaStreamCreateWithFlags(&probe_stream, cudaStreamNonBlocking), "stream");
   cudaEvent_t before, after;
   CheckCuda(cudaEventCreate(&before), "event");
   CheckCuda(cudaEventCreate(&after), "event");
-  std::vector<double> reply_us, gpu_span_us, query_us;
+  std::vector<double> stream_wait_us, host_after_reply_us, query_us;
   for (int i = 0; i < reps; ++i) {
-    CheckCuda(cudaEventRecord(before, probe_stream), "record");
-    const auto t0 = Clock::now();
     auto r = (*c)->Quantize(op, async);
     const auto t1 = Clock::now();
     if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
+    CheckCuda(cudaEventRecord(before, probe_stream), "record");
     CheckCuda(cudaStreamWaitEvent(probe_stream, done, 0), "wait event");
     CheckCuda(cudaEventRecord(after, probe_stream), "record");
     CheckCuda(cudaEventSynchronize(after), "wait");
+    host_after_reply_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
     float ms = 0;
     CheckCuda(cudaEventElapsedTime(&ms, before, after), "elapsed");
-    reply_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    gpu_span_us.push_back(ms * 1e3);
+    stream_wait_us.push_back(ms * 1e3);
   }
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
@@ -240,8 +262,9 @@ int main(int argc, char** argv) {
       "  \"rpc_floor_empty_submit_us_median\": %.1f, \"rpc_floor_us_p90\": %.1f,\n"
       "  \"tiny_128x128_kernel_us_median\": %.1f, \"tiny_sync_us_median\": %.1f,"
       " \"tiny_async_us_median\": %.1f,\n"
-      "  \"async_reply_us_median\": %.1f, \"async_gpu_span_us_median\": %.1f,"
-      " \"async_query_wait_us_median\": %.1f, \"async_query_wait_ratio\": %.3f\n}\n",
+      "  \"async_reply_us_median\": %.1f, \"async_query_wait_us_median\": %.1f,"
+      " \"async_query_wait_ratio\": %.3f,\n"
+      "  \"stream_wait_gpu_us_median\": %.1f, \"stream_wait_host_after_reply_us_median\": %.1f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
       absl::ToDoubleMicroseconds(ring.spin),
       static_cast<unsigned long long>((*c)->submit_ring_counts().ring_calls),
@@ -249,7 +272,7 @@ int main(int argc, char** argv) {
       Median(sync_us), Percentile(sync_us, 0.9), Median(sync_us) / kernel, Median(async_us),
       Percentile(async_us, 0.9), Median(async_us) / kernel, pipe1, pipe1 / kernel, pipe4,
       pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),
-      Median(tiny_sync_us), Median(tiny_async_us), Median(reply_us), Median(gpu_span_us),
-      Median(query_us), Median(query_us) / kernel);
+      Median(tiny_sync_us), Median(tiny_async_us), Median(reply_us), Median(query_us),
+      Median(query_us) / kernel, Median(stream_wait_us), Median(host_after_reply_us));
   return 0;
 }

@@ -242,6 +242,13 @@ TEST_F(DaemonTest, MetricsCountRealRpcs) {
   EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"gemm\"", "variant=\"nt\""}), 2);
   EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"pad\"", "variant=\"a32\""}), 2);
   EXPECT_GT(delta("kerneld_kernel_duration_seconds_sum", {"op=\"gemm\""}), 0);
+  // The five requests that ran (four single ops, one Submit; all SYNC) passed every phase; the
+  // refused one none.
+  for (const char* phase : {"admit", "queue", "launch", "complete"}) {
+    const std::string label = absl::StrCat("phase=\"", phase, "\"");
+    EXPECT_EQ(delta("kerneld_request_phase_seconds_count", {label}), 5) << phase;
+  }
+  EXPECT_GT(delta("kerneld_request_phase_seconds_sum", {"phase=\"complete\""}), 0);
 }
 
 TEST_F(DaemonTest, PipelinesThroughSubmitRingsAreCorrectAndCountedAsRingCalls) {

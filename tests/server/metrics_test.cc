@@ -84,6 +84,17 @@ TEST(MetricsTest, LabelValuesDoNotRunTogether) {
   EXPECT_EQ(HistogramCount(metrics, "kerneld_kernel_duration_seconds", {{"op", "a"}}), 1);
 }
 
+TEST(MetricsTest, RequestPhasesHaveOneSeriesEach) {
+  Metrics metrics("test", "cpu");
+  metrics.ObservePhase(RequestPhase::kAdmit, 2e-6);
+  metrics.ObservePhase(RequestPhase::kLaunch, 5e-6);
+  metrics.ObservePhase(RequestPhase::kLaunch, 6e-6);
+  EXPECT_EQ(HistogramCount(metrics, "kerneld_request_phase_seconds", {{"phase", "admit"}}), 1);
+  EXPECT_EQ(HistogramCount(metrics, "kerneld_request_phase_seconds", {{"phase", "queue"}}), 0);
+  EXPECT_EQ(HistogramCount(metrics, "kerneld_request_phase_seconds", {{"phase", "launch"}}), 2);
+  EXPECT_EQ(HistogramCount(metrics, "kerneld_request_phase_seconds", {{"phase", "complete"}}), 0);
+}
+
 TEST(MetricsTest, ConcurrentObserversLoseNoSamples) {
   Metrics metrics("test", "cpu");
   std::vector<std::thread> threads;

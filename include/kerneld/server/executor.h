@@ -7,10 +7,13 @@
 // its queue is idle (nothing pending, nothing running) runs on the submitting thread: enqueueing
 // a launch is short, and skipping the hand-off to the queue's thread and back takes a thread
 // wake-up off each end of the request. A batch marked caller_may_block (a submit ring's thread)
-// runs inline on an idle queue whether SYNC or ASYNC. A SYNC batch's status includes its ops' device-side checks (pad/unpad group
-// ends); an ASYNC batch's are known only later, and a failure is reported by failing the same
-// session's next batch (FAILED_PRECONDITION naming the failure) before it runs. Kernel times go to kerneld_kernel_duration_seconds as the backend delivers
-// them. RPC callbacks never wait on a device here: they enqueue, or launch an ASYNC batch inline.
+// runs inline on an idle queue whether SYNC or ASYNC. A SYNC batch's status includes its ops'
+// device-side checks (pad/unpad group ends); an ASYNC batch's are known only later, and a
+// failure is reported by failing the same session's next batch (FAILED_PRECONDITION naming the
+// failure) before it runs. Kernel times go to kerneld_kernel_duration_seconds as the backend
+// delivers them, and each batch's queue, launch and (SYNC) complete phases to
+// kerneld_request_phase_seconds. RPC callbacks never wait on a device here: they enqueue, or
+// launch an ASYNC batch inline.
 #ifndef KERNELD_SERVER_EXECUTOR_H_
 #define KERNELD_SERVER_EXECUTOR_H_
 
@@ -26,6 +29,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "kerneld/kernels/backend.h"
 #include "kerneld/kernels/registry.h"
 #include "kerneld/server/metrics.h"
@@ -51,6 +56,8 @@ struct ExecBatch {
   // one, which saves the hand-off to the queue's thread and back.
   bool caller_may_block = false;
   std::function<void(absl::Status status, double kernel_seconds)> done;
+  // Set by Submit; the queue, launch and complete phases are measured from it.
+  absl::Time submitted;
 };
 
 // Called on a queue's thread just before `op` runs on `backend`/`device` (the autotune lookup

@@ -6,6 +6,7 @@
 #ifndef KERNELD_SERVER_METRICS_H_
 #define KERNELD_SERVER_METRICS_H_
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,15 @@
 
 namespace kd {
 
+// Where a data-plane request's time goes inside the daemon (kerneld_request_phase_seconds).
+enum class RequestPhase {
+  kAdmit,     // request received -> its ops bound, validated and handed to the executor
+  kQueue,     // handed to the executor -> its batch starts (waiting behind other batches)
+  kLaunch,    // batch start -> every op enqueued (stream waits, launches, timing and signal events)
+  kComplete,  // SYNC only: every op enqueued -> the device finished them and their times arrived
+};
+inline constexpr int kRequestPhases = 4;
+
 class Metrics {
  public:
   // Builds every family. `build_labels` go on kerneld_build_info.
@@ -35,6 +45,9 @@ class Metrics {
   void ObserveKernel(absl::string_view op, absl::string_view variant, absl::string_view dtype,
                      absl::string_view device, absl::string_view shape_class, double seconds);
   void ObserveRpc(absl::string_view method, absl::string_view code, double seconds);
+  void ObservePhase(RequestPhase phase, double seconds) {
+    phases_[static_cast<int>(phase)]->Observe(seconds);
+  }
 
   prometheus::Gauge& QueueDepth(absl::string_view device);
   void SetDeviceMemory(absl::string_view device, absl::string_view state, double bytes);
@@ -56,6 +69,7 @@ class Metrics {
   prometheus::Gauge* sessions_active_;
   prometheus::Gauge* buffers_registered_;
   prometheus::Gauge* ipc_handles_open_;
+  std::array<prometheus::Histogram*, kRequestPhases> phases_;
 
   // Series by their label values joined with '\x1f'. Entries are never removed: the families
   // keep every series for the process's life, and label values are bounded.

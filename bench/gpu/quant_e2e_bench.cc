@@ -219,6 +219,20 @@ int main(int argc, char** argv) {
     CheckCuda(cudaEventElapsedTime(&ms, before, after), "elapsed");
     stream_wait_us.push_back(ms * 1e3);
   }
+  // The same stream wait once the host has seen the signal: what waiting on an already
+  // completed signal event costs a stream of this process.
+  std::vector<double> completed_wait_host_us;
+  for (int i = 0; i < reps; ++i) {
+    auto r = (*c)->Quantize(op, async);
+    if (!r.ok()) Die("Quantize ASYNC: " + r.status().ToString());
+    CheckCuda(cudaEventSynchronize(done), "wait");
+    const auto t1 = Clock::now();
+    CheckCuda(cudaEventRecord(before, probe_stream), "record");
+    CheckCuda(cudaStreamWaitEvent(probe_stream, done, 0), "wait event");
+    CheckCuda(cudaEventRecord(after, probe_stream), "record");
+    CheckCuda(cudaEventSynchronize(after), "wait");
+    completed_wait_host_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+  }
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
     auto r = (*c)->Quantize(op, async);
@@ -264,7 +278,8 @@ int main(int argc, char** argv) {
       " \"tiny_async_us_median\": %.1f,\n"
       "  \"async_reply_us_median\": %.1f, \"async_query_wait_us_median\": %.1f,"
       " \"async_query_wait_ratio\": %.3f,\n"
-      "  \"stream_wait_gpu_us_median\": %.1f, \"stream_wait_host_after_reply_us_median\": %.1f\n}\n",
+      "  \"stream_wait_gpu_us_median\": %.1f, \"stream_wait_host_after_reply_us_median\": %.1f,"
+      " \"stream_wait_on_completed_signal_host_us_median\": %.1f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
       absl::ToDoubleMicroseconds(ring.spin),
       static_cast<unsigned long long>((*c)->submit_ring_counts().ring_calls),
@@ -273,6 +288,7 @@ int main(int argc, char** argv) {
       Percentile(async_us, 0.9), Median(async_us) / kernel, pipe1, pipe1 / kernel, pipe4,
       pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),
       Median(tiny_sync_us), Median(tiny_async_us), Median(reply_us), Median(query_us),
-      Median(query_us) / kernel, Median(stream_wait_us), Median(host_after_reply_us));
+      Median(query_us) / kernel, Median(stream_wait_us), Median(host_after_reply_us),
+      Median(completed_wait_host_us));
   return 0;
 }

@@ -124,11 +124,10 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   for (size_t i = 0; i < batch.ops.size(); ++i) {
     Op& op = batch.ops[i];
     if (prepare_) prepare_(q->backend, q->device, op);
-    KernelTimingFn on_timed = [metrics = metrics_, total, name = std::string(OpName(op)),
-                               variant = OpVariantLabel(op), dtype = OpDTypeLabel(op),
-                               device = q->label,
-                               shape_class = std::string(OpShapeClass(op))](double seconds) {
-      metrics->ObserveKernel(name, variant, dtype, device, shape_class, seconds);
+    prometheus::Histogram* series = &metrics_->KernelSeries(
+        OpName(op), OpVariantLabel(op), OpDTypeLabel(op), q->label, OpShapeClass(op));
+    KernelTimingFn on_timed = [series, total](double seconds) {
+      series->Observe(seconds);
       double cur = total->load();
       while (!total->compare_exchange_weak(cur, cur + seconds)) {
       }

@@ -94,29 +94,25 @@ absl::Status Metrics::Serve(const std::string& address) {
   return absl::OkStatus();
 }
 
-void Metrics::ObserveKernel(absl::string_view op, absl::string_view variant,
-                            absl::string_view dtype, absl::string_view device,
-                            absl::string_view shape_class, double seconds) {
+prometheus::Histogram& Metrics::KernelSeries(absl::string_view op, absl::string_view variant,
+                                             absl::string_view dtype, absl::string_view device,
+                                             absl::string_view shape_class) {
   static const prometheus::Histogram::BucketBoundaries kKernelBuckets = KernelBuckets();
   const std::string key =
       absl::StrCat(op, "\x1f", variant, "\x1f", dtype, "\x1f", device, "\x1f", shape_class);
-  prometheus::Histogram* series = nullptr;
-  {
-    absl::MutexLock lock(&series_mu_);
-    auto it = kernel_series_.find(key);
-    if (it == kernel_series_.end()) {
-      it = kernel_series_
-               .emplace(key, &kernel_duration_->Add({{"op", std::string(op)},
-                                                     {"variant", std::string(variant)},
-                                                     {"dtype", std::string(dtype)},
-                                                     {"device", std::string(device)},
-                                                     {"shape_class", std::string(shape_class)}},
-                                                    kKernelBuckets))
-               .first;
-    }
-    series = it->second;
+  absl::MutexLock lock(&series_mu_);
+  auto it = kernel_series_.find(key);
+  if (it == kernel_series_.end()) {
+    it = kernel_series_
+             .emplace(key, &kernel_duration_->Add({{"op", std::string(op)},
+                                                   {"variant", std::string(variant)},
+                                                   {"dtype", std::string(dtype)},
+                                                   {"device", std::string(device)},
+                                                   {"shape_class", std::string(shape_class)}},
+                                                  kKernelBuckets))
+             .first;
   }
-  series->Observe(seconds);
+  return *it->second;
 }
 
 void Metrics::ObserveRpc(absl::string_view method, absl::string_view code, double seconds) {

@@ -7,8 +7,11 @@
 # --ring_spin_us=250 (its ring thread still polls when an ASYNC client's next call comes, ~50 µs
 # after the last) and is measured through the ring only.
 #   run_e2e.sh BUNDLE_DIR OUT_DIR [REPS]
-# Writes e2e_inline.json, e2e_queued.json, e2e_ring.json, e2e_ring_spin250.json and kerneld_*.log
-# under OUT_DIR.
+# Last, a default daemon with its metrics on serves SYNC-only and ASYNC-only runs through the
+# ring (KD_E2E_ONLY), and the means of kerneld_request_phase_seconds over each run say where
+# the daemon's share of a call goes.
+# Writes e2e_inline.json, e2e_queued.json, e2e_ring.json, e2e_ring_spin250.json, e2e_phases.txt
+# and kerneld_*.log under OUT_DIR.
 set -u
 bundle=$(cd "$1" && pwd); out=$2; reps=${3:-300}
 export LD_LIBRARY_PATH=$bundle/lib
@@ -55,6 +58,40 @@ for mode in inline queued spin250; do
   kill $daemon; wait $daemon
   rm -f $sock/*.sock
 done
+port=19464
+"$bundle/bin/kerneld" --socket=$sock/data.sock --admin_socket=$sock/admin.sock \
+  --metrics_address=127.0.0.1:$port --backend=cuda > "$out/kerneld_phases.log" 2>&1 &
+daemon=$!
+for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
+scrape() { python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())"; }
+for shape in "8192 4096" "32768 7168"; do
+  for mode in sync async; do
+    before=$(scrape)
+    res=$(KD_E2E_ONLY=$mode timeout 60 "$bundle/bin/quant_e2e_bench" $sock/data.sock 1000 $shape ring)
+    after=$(scrape)
+    python3 - "$res" "$before" "$after" <<'PY'
+import json, re, sys
+res = json.loads(sys.argv[1])
+def read(text):
+    d = {}
+    for m in re.finditer(r'^(kerneld_(?:request_phase|rpc_duration|kernel_duration)_seconds_(?:sum|count))\{([^}]*)\} (\S+)$', text, re.M):
+        d[(m.group(1), m.group(2))] = float(m.group(3))
+    return d
+b, a = read(sys.argv[2]), read(sys.argv[3])
+out = [res["op"].split()[-1], res["only"], "e2e_us", res["us_median"], "kernel_us", res["kernel_us_median"]]
+for (name, labels), v in sorted(a.items()):
+    if not name.endswith("_sum"): continue
+    n = a.get((name[:-4] + "_count", labels), 0) - b.get((name[:-4] + "_count", labels), 0)
+    if n > 0 and ("phase" in labels or "ring.Quantize" in labels or "quantize" in labels):
+        label = re.sub(r'.*(phase|method)="([^"]*)".*', r'\2', labels) if "op=" not in labels else "kernel"
+        out += [label + "_mean_us", round((v - b.get((name, labels), 0)) / n * 1e6, 2)]
+print(*out)
+PY
+  done
+done > "$out/e2e_phases.txt"
+kill $daemon; wait $daemon
+rm -f $sock/*.sock
+cat "$out/e2e_phases.txt"
 python3 - "$out" <<'PY'
 import json, sys
 for mode in ("inline", "queued", "ring", "ring_spin250"):

@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH=$bundle/lib KD_GOLDEN_DIR=$bundle/golden
 cd "$bundle"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.txt" 2>&1
 for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test \
-         kernels_gemm_cuda_test cuda_gemm_tune_test; do
+         kernels_gemm_cuda_test cuda_gemm_tune_test kernel_timer_test; do
   [ -x ./bin/$t ] || continue
   echo "=== $t" >> "$out/tests.log"
   timeout 240 ./bin/$t --gtest_brief=1 >> "$out/tests.log" 2>&1
@@ -19,6 +19,10 @@ for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test \
 done
 timeout 150 ./bin/quant_pad_bench "$out/quant_pad.json" > /dev/null 2>> "$out/tests.log"
 echo "=== quant_pad_bench rc=$?" >> "$out/tests.log"
+if [ -x ./bin/cuda_call_bench ]; then
+  timeout 60 ./bin/cuda_call_bench 1000 > "$out/cuda_calls.json" 2>> "$out/tests.log"
+  echo "=== cuda_call_bench rc=$?" >> "$out/tests.log"
+fi
 "$here/run_e2e.sh" "$bundle" "$out" 300 >> "$out/tests.log" 2>&1
 echo "=== run_e2e rc=$?" >> "$out/tests.log"
 if [ -x ./bin/gpu_gemm_bench ]; then

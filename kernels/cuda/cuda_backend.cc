@@ -453,7 +453,7 @@ class CudaBackend : public Backend {
     }
     // The stream's kernel times reach their callbacks before the caller hears of completion
     // (a SYNC reply carries them).
-    timer_.DeliverCompleted();
+    timer_.DeliverCompleted(s->stream());
     return ReadChecks(group, &error_slabs_);
   }
 

@@ -6,9 +6,9 @@
 namespace kd {
 namespace {
 
-// How long the poller sleeps between looks while spans are in flight. Kernel times feed
-// histograms, so a delivery some tens of microseconds late costs nothing.
+// How long the poller sleeps between looks: while spans are in flight, and while none is.
 constexpr absl::Duration kPollInterval = absl::Microseconds(50);
+constexpr absl::Duration kIdleInterval = absl::Milliseconds(1);
 
 }  // namespace
 
@@ -29,19 +29,26 @@ KernelTimer::~KernelTimer() {
   }
 }
 
-absl::StatusOr<cudaEvent_t> KernelTimer::TakeEvent(int device) {
+absl::Status KernelTimer::TakeEvents(int device, Span& span) {
+  cudaEvent_t* const slots[2] = {&span.start, &span.stop};
+  int taken = 0;
   {
     absl::MutexLock lock(&mu_);
     auto& events = free_events_[device];
-    if (!events.empty()) {
-      cudaEvent_t e = events.back();
+    for (; taken < 2 && !events.empty(); ++taken) {
+      *slots[taken] = events.back();
       events.pop_back();
-      return e;
     }
   }
-  cudaEvent_t e = nullptr;
-  KD_GPU_RETURN_IF_ERROR(cudaEventCreate(&e));
-  return e;
+  for (; taken < 2; ++taken) {
+    const cudaError_t err = cudaEventCreate(slots[taken]);
+    if (err != cudaSuccess) {
+      absl::MutexLock lock(&mu_);
+      for (int i = 0; i < taken; ++i) free_events_[device].push_back(*slots[i]);
+      return CudaStatus(err, "cudaEventCreate");
+    }
+  }
+  return absl::OkStatus();
 }
 
 void KernelTimer::RecycleLocked(const Span& span) {
@@ -52,16 +59,8 @@ void KernelTimer::RecycleLocked(const Span& span) {
 absl::StatusOr<KernelTimer::Span> KernelTimer::Begin(int device, cudaStream_t stream) {
   Span span;
   span.device = device;
-  auto start = TakeEvent(device);
-  if (!start.ok()) return start.status();
-  span.start = *start;
-  auto stop = TakeEvent(device);
-  if (!stop.ok()) {
-    absl::MutexLock lock(&mu_);
-    free_events_[device].push_back(span.start);
-    return stop.status();
-  }
-  span.stop = *stop;
+  span.stream = stream;
+  if (absl::Status taken = TakeEvents(device, span); !taken.ok()) return taken;
   const cudaError_t err = cudaEventRecord(span.start, stream);
   if (err != cudaSuccess) {
     Abandon(span);
@@ -86,13 +85,16 @@ void KernelTimer::Abandon(const Span& span) {
   RecycleLocked(span);
 }
 
-std::list<KernelTimer::Pending> KernelTimer::TakeCompletedLocked(bool wait) {
+std::list<KernelTimer::Pending> KernelTimer::TakeCompletedLocked(bool wait, cudaStream_t synced) {
   std::list<Pending> done;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    cudaSetDevice(it->span.device);
-    const cudaError_t state = wait ? cudaEventSynchronize(it->span.stop)
-                                   : cudaEventQuery(it->span.stop);
-    if (state == cudaErrorNotReady) {
+    bool complete = synced != nullptr && it->span.stream == synced;
+    if (!complete) {
+      cudaSetDevice(it->span.device);
+      complete = (wait ? cudaEventSynchronize(it->span.stop) : cudaEventQuery(it->span.stop)) !=
+                 cudaErrorNotReady;
+    }
+    if (!complete) {
       ++it;
       continue;
     }
@@ -118,11 +120,14 @@ void KernelTimer::Deliver(std::list<Pending>& done) {
   }
 }
 
-void KernelTimer::DeliverCompleted() {
+void KernelTimer::DeliverCompleted(cudaStream_t synced) {
   std::list<Pending> done;
   {
     absl::MutexLock lock(&mu_);
-    done = TakeCompletedLocked(false);
+    // The poller may hold some spans while it queries them: wait until they are back.
+    auto idle = [this] { return polling_ == 0; };
+    mu_.Await(absl::Condition(&idle));
+    done = TakeCompletedLocked(false, synced);
   }
   Deliver(done);
   absl::MutexLock lock(&mu_);
@@ -132,20 +137,37 @@ void KernelTimer::DeliverCompleted() {
 
 void KernelTimer::Poll() {
   for (;;) {
-    std::list<Pending> done;
+    // The spans are taken out of pending_ while they are queried, so that Begin and End never
+    // wait behind a query (each costs a microsecond or more).
+    std::list<Pending> mine;
     bool stopping = false;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this] { return stopping_ || !pending_.empty(); };
-      mu_.Await(absl::Condition(&ready));
       stopping = stopping_;
       if (stopping && pending_.empty()) return;
-      // At shutdown the remaining spans are waited for; otherwise only looked at.
-      done = TakeCompletedLocked(stopping);
+      mine.splice(mine.end(), pending_);
+      polling_ = static_cast<int>(mine.size());
     }
-    const bool none = done.empty();
+    std::list<Pending> done;
+    for (auto it = mine.begin(); it != mine.end();) {
+      cudaSetDevice(it->span.device);
+      // At shutdown the remaining spans are waited for; otherwise only looked at.
+      const cudaError_t state =
+          stopping ? cudaEventSynchronize(it->span.stop) : cudaEventQuery(it->span.stop);
+      auto next = std::next(it);
+      if (state != cudaErrorNotReady) done.splice(done.end(), mine, it);
+      it = next;
+    }
+    bool in_flight = false;
+    {
+      absl::MutexLock lock(&mu_);
+      pending_.splice(pending_.begin(), mine);  // still first: they were recorded first
+      polling_ = 0;
+      delivering_ += static_cast<int>(done.size());
+      in_flight = !pending_.empty();
+    }
     Deliver(done);
-    if (none && !stopping) absl::SleepFor(kPollInterval);
+    if (!stopping) absl::SleepFor(in_flight ? kPollInterval : kIdleInterval);
   }
 }
 

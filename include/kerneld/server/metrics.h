@@ -43,7 +43,14 @@ class Metrics {
   std::string address() const { return address_; }
 
   void ObserveKernel(absl::string_view op, absl::string_view variant, absl::string_view dtype,
-                     absl::string_view device, absl::string_view shape_class, double seconds);
+                     absl::string_view device, absl::string_view shape_class, double seconds) {
+    KernelSeries(op, variant, dtype, device, shape_class).Observe(seconds);
+  }
+  // The kerneld_kernel_duration_seconds series of these labels (valid for the process's life),
+  // for callers that observe later without keeping the label strings.
+  prometheus::Histogram& KernelSeries(absl::string_view op, absl::string_view variant,
+                                      absl::string_view dtype, absl::string_view device,
+                                      absl::string_view shape_class);
   void ObserveRpc(absl::string_view method, absl::string_view code, double seconds);
   void ObservePhase(RequestPhase phase, double seconds) {
     phases_[static_cast<int>(phase)]->Observe(seconds);

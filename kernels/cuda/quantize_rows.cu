@@ -1420,7 +1420,13 @@ cudaError_t LaunchColStrips(const RowQuantizeParams& p, const JaggedScratch& s,
 // whose tiles of a column strip wait for one another's column maxima, holding their chunks on
 // chip; also with the next tile's maxima folded before the wait) were bit-exact but measured no
 // faster on H100 (bench/RESULTS.md, branch qcol); ColStripKernel (branch qcol2) is faster only
-// where groups mostly fit its shared memory (UseColStrips).
+// where groups mostly fit its shared memory (UseColStrips). Two more designs were bit-exact
+// and slower (branches qcol3-wip, qcol3-band-wip; bench/RESULTS.md): one read on clusters of
+// up to 16 CTAs holding a 32-column strip of all M <= 32768 rows in shared memory (TMA ring,
+// maxima reduced through distributed shared memory), 0.22-0.34 of the copy, loading X at about
+// 1 TB/s even with its encode and cluster wait switched off; and one persistent kernel taking
+// column bands of at most 8 MB by ticket (amax items, then encode items re-reading the band
+// from L2), 0.23-0.30.
 template <InputType kType, typename F>
 cudaError_t LaunchColumnCells(const RowQuantizeParams& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;

@@ -264,7 +264,9 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
 // one-row groups, hundreds of tiny and empty groups (several per 128-row encode tile, NaN and
 // Inf rows), X of 33000 and 40000 rows (a group spanning hundreds of encode tiles and amax
 // CTAs), groups taller than a strip CTA holds in shared memory with starts off a multiple of 16
-// rows, in bf16, f16 and f32, with strided and unaligned rows.
+// rows, in bf16, f16 and f32, with strided and unaligned rows; groups of 9000 to 32768 rows
+// (above the strip kernel's 8192) at the tallest benchmark shape's row count (32768), 64 groups
+// over 16448 rows, and K not a multiple of the 64-column encode tile.
 TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
   KD_REQUIRE_CUDA(gpu);
   auto cpu = CreateCpuBackend(4);
@@ -277,6 +279,11 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
   tiny[0] = tiny[1] = 0;
   tiny[150] = tiny[151] = tiny[152];
   tiny.back() = 3000;
+  std::vector<int64_t> many;  // 64 groups over 16448 rows
+  for (int64_t g = 0; g < 64; ++g) many.push_back(static_cast<int64_t>(rng() % 16449));
+  std::sort(many.begin(), many.end());
+  many[10] = many[11];
+  many[62] = many[63] = 16448;
   struct Case {
     int64_t m, k, in_pad;
     DType in, out;
@@ -304,6 +311,14 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
        Specials::kNone, "groups taller than a strip CTA holds, starts off 16 rows"},
       {5000, 4096, 8, DType::kBF16, DType::kE5M2, {}, Specials::kNanAndInf,
        "per_row of Xt, bf16, pieces, NaN and Inf rows"},
+      {32768, 264, 0, DType::kBF16, DType::kE4M3FN, {0, 9000, 9000, 20001, 32768},
+       Specials::kNanAndInf, "groups over 8192 rows, 32768 rows"},
+      {32768, 136, 8, DType::kF16, DType::kE5M2, {}, Specials::kInf,
+       "per_row of Xt, 32768 rows"},
+      {16448, 200, 0, DType::kBF16, DType::kE4M3FNUZ, many, Specials::kNanAndInf,
+       "64 groups over 16448 rows"},
+      {10000, 4096, 0, DType::kBF16, DType::kE4M3FN, {9000, 10000, 10000}, Specials::kNone,
+       "a group of 9000 rows"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.what, ": ", DTypeName(c.in), ">", DTypeName(c.out), " ", c.m,

@@ -233,6 +233,25 @@ int main(int argc, char** argv) {
     CheckCuda(cudaEventSynchronize(after), "wait");
     completed_wait_host_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
   }
+  // ASYNC ordered after this process's stream: an IPC event recorded on it just before the
+  // call is the request's wait_event (the daemon's stream waits on it before launching), as a
+  // trainer hands over a tensor its stream just produced.
+  cudaEvent_t ready;
+  CheckCuda(cudaEventCreateWithFlags(&ready, cudaEventInterprocess | cudaEventDisableTiming),
+            "event");
+  cudaIpcEventHandle_t hr;
+  CheckCuda(cudaIpcGetEventHandle(&hr, ready), "event handle");
+  v1::Completion ordered = async;
+  ordered.set_wait_event(std::string(reinterpret_cast<const char*>(&hr), sizeof(hr)));
+  std::vector<double> wait_event_us;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    CheckCuda(cudaEventRecord(ready, probe_stream), "record");
+    auto r = (*c)->Quantize(op, ordered);
+    if (!r.ok()) Die("Quantize ASYNC with wait_event: " + r.status().ToString());
+    CheckCuda(cudaEventSynchronize(done), "wait");
+    wait_event_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
     auto r = (*c)->Quantize(op, async);
@@ -279,7 +298,8 @@ int main(int argc, char** argv) {
       "  \"async_reply_us_median\": %.1f, \"async_query_wait_us_median\": %.1f,"
       " \"async_query_wait_ratio\": %.3f,\n"
       "  \"stream_wait_gpu_us_median\": %.1f, \"stream_wait_host_after_reply_us_median\": %.1f,"
-      " \"stream_wait_on_completed_signal_host_us_median\": %.1f\n}\n",
+      " \"stream_wait_on_completed_signal_host_us_median\": %.1f,\n"
+      "  \"async_with_wait_event_us_median\": %.1f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
       absl::ToDoubleMicroseconds(ring.spin),
       static_cast<unsigned long long>((*c)->submit_ring_counts().ring_calls),
@@ -289,6 +309,6 @@ int main(int argc, char** argv) {
       pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),
       Median(tiny_sync_us), Median(tiny_async_us), Median(reply_us), Median(query_us),
       Median(query_us) / kernel, Median(stream_wait_us), Median(host_after_reply_us),
-      Median(completed_wait_host_us));
+      Median(completed_wait_host_us), Median(wait_event_us));
   return 0;
 }

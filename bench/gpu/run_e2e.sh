@@ -101,5 +101,9 @@ for mode in ("inline", "queued", "ring", "ring_spin250"):
               "pipe4", r["async_pipelined_4threads_us_per_op"], "floor",
               r["rpc_floor_empty_submit_us_median"], "tiny sync/async",
               r["tiny_sync_us_median"], r["tiny_async_us_median"], "tiny kernel",
-              r["tiny_128x128_kernel_us_median"])
+              r["tiny_128x128_kernel_us_median"], "async reply", r.get("async_reply_us_median"),
+              "async with wait_event", r.get("async_with_wait_event_us_median"),
+              "client stream wait on signal (host, after reply / already complete)",
+              r.get("stream_wait_host_after_reply_us_median"),
+              r.get("stream_wait_on_completed_signal_host_us_median"))
 PY

@@ -423,13 +423,6 @@ class CudaBackend : public Backend {
     auto* e = dynamic_cast<CudaEvent*>(&event);
     if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
-    // NOTE: a stream wait on an event recorded by another process delayed the launch behind it
-    // by ~265 µs on the lent H100 host (bench/RESULTS.md), while a query sees the event's
-    // completion at once. An event that has already completed orders nothing, so the wait is
-    // skipped; one still pending gets the stream wait.
-    const cudaError_t state = cudaEventQuery(e->event());
-    if (state == cudaSuccess) return absl::OkStatus();
-    if (state != cudaErrorNotReady && !IsStickyCudaError(state)) cudaGetLastError();
     return Check(cudaStreamWaitEvent(s->stream(), e->event(), 0), "cudaStreamWaitEvent");
   }
 

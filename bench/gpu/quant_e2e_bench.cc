@@ -243,6 +243,20 @@ int main(int argc, char** argv) {
   CheckCuda(cudaIpcGetEventHandle(&hr, ready), "event handle");
   v1::Completion ordered = async;
   ordered.set_wait_event(std::string(reinterpret_cast<const char*>(&hr), sizeof(hr)));
+  // How long an event recorded on this process's idle stream takes to read complete here, for
+  // the IPC event and for a plain one (is the IPC event's own record slow to execute?).
+  std::vector<double> ipc_record_us, plain_record_us;
+  for (int i = 0; i < reps; ++i) {
+    for (auto [event, us] : {std::pair{ready, &ipc_record_us}, std::pair{after, &plain_record_us}}) {
+      const auto t0 = Clock::now();
+      CheckCuda(cudaEventRecord(event, probe_stream), "record");
+      cudaError_t state;
+      while ((state = cudaEventQuery(event)) == cudaErrorNotReady) {
+      }
+      CheckCuda(state, "query");
+      us->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+  }
   std::vector<double> wait_event_us;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
@@ -299,7 +313,9 @@ int main(int argc, char** argv) {
       " \"async_query_wait_ratio\": %.3f,\n"
       "  \"stream_wait_gpu_us_median\": %.1f, \"stream_wait_host_after_reply_us_median\": %.1f,"
       " \"stream_wait_on_completed_signal_host_us_median\": %.1f,\n"
-      "  \"async_with_wait_event_us_median\": %.1f\n}\n",
+      "  \"async_with_wait_event_us_median\": %.1f,\n"
+      "  \"record_to_complete_ipc_event_us_median\": %.1f,"
+      " \"record_to_complete_plain_event_us_median\": %.1f\n}\n",
       prop.name, static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
       absl::ToDoubleMicroseconds(ring.spin),
       static_cast<unsigned long long>((*c)->submit_ring_counts().ring_calls),
@@ -309,6 +325,7 @@ int main(int argc, char** argv) {
       pipe4 / kernel, Median(floor_us), Percentile(floor_us, 0.9), Median(tiny_kernel_us),
       Median(tiny_sync_us), Median(tiny_async_us), Median(reply_us), Median(query_us),
       Median(query_us) / kernel, Median(stream_wait_us), Median(host_after_reply_us),
-      Median(completed_wait_host_us), Median(wait_event_us));
+      Median(completed_wait_host_us), Median(wait_event_us), Median(ipc_record_us),
+      Median(plain_record_us));
   return 0;
 }

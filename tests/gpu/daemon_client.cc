@@ -168,6 +168,19 @@ void RunCheck(client::Client& c) {
   Check(Read(out.data, out_bytes) == want_out, "ASYNC quantize output differs from the cpu");
   Check(Read(sc.data, sc_bytes) == want_sc, "ASYNC quantize scales differ from the cpu");
 
+  // ASYNC whose wait event has already completed when the request arrives: the result must
+  // still be the new input's.
+  std::vector<uint16_t> x3 = RandomBF16(m * k, 3);
+  std::memcpy(pinned, x3.data(), in_bytes);
+  CheckCuda(cudaMemcpyAsync(in.data, pinned, in_bytes, cudaMemcpyHostToDevice, stream), "copy");
+  CheckCuda(cudaEventRecord(ready, stream), "record");
+  CheckCuda(cudaStreamSynchronize(stream), "sync");
+  Must(c.Quantize(op, async), "Quantize ASYNC after a completed wait event");
+  CheckCuda(cudaEventSynchronize(done), "wait done");
+  reference(x3, want_out, want_sc);
+  Check(Read(out.data, out_bytes) == want_out, "ASYNC (completed wait) output differs from the cpu");
+  Check(Read(sc.data, sc_bytes) == want_sc, "ASYNC (completed wait) scales differ from the cpu");
+
   // Pad, SYNC: 4 groups, alignment 128.
   const int64_t groups = 4, padded_rows = m + groups * 127;
   Slice ends = RegisterSlice(c, groups * 4, 0);
@@ -183,7 +196,7 @@ void RunCheck(client::Client& c) {
        "Pad SYNC");
   std::vector<uint8_t> want_pad(padded_rows * k * 2, 0xA5), want_pe(groups * 4);
   PadArgs p;
-  p.input = HostTensor2(x2.data(), DType::kBF16, m, k);
+  p.input = HostTensor2(x3.data(), DType::kBF16, m, k);
   Tensor te;
   te.data = e.data();
   te.dtype = DType::kI32;

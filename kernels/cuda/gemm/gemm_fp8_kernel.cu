@@ -765,8 +765,10 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     --issue_left;
     return true;
   };
+  Tracer tr(p, consumer, tid == 0);
   auto issue = [&](float(&part)[kAcc]) {
     BarrierWait(base + L::kFull + 8 * stage, phase);
+    tr.Mark(6);
     IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
                         base + L::kB + stage * L::kTileBBytes);
     Advance<kStages>(stage, phase);
@@ -810,32 +812,42 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   issue(part0);
   while (true) {
     // part0 holds the oldest block in flight.
+    tr.Mark(0);
     const bool more = next_issue();
     BlockScales sc;
     if (more) {
       issue(part1);
+      tr.Mark(3);
       sc = scales();
       WgmmaWait<1>();
     } else {
       sc = scales();
       WgmmaWait<0>();
     }
+    tr.Mark(1);
     finish(part0, sc);
+    tr.Mark(2);
+    tr.Next();
     if (!more) {
       WgmmaWait<0>();  // retires nothing; tells ptxas that no wgmma is in flight past here
       break;
     }
     // part1 holds the oldest block in flight.
+    tr.Mark(0);
     const bool more2 = next_issue();
     if (more2) {
       issue(part0);
+      tr.Mark(3);
       sc = scales();
       WgmmaWait<1>();
     } else {
       sc = scales();
       WgmmaWait<0>();
     }
+    tr.Mark(1);
     finish(part1, sc);
+    tr.Mark(2);
+    tr.Next();
     if (!more2) {
       WgmmaWait<0>();
       break;

@@ -164,7 +164,7 @@ __device__ __forceinline__ void WgmmaCommit() {
 // Keeps the compiler from moving reads of an accumulator register across a wgmma wait.
 __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
-// ---- Clock trace (experiment) -----------------------------------------------------------------
+// ---- Clock trace (a measuring build: KD_GEMM_TRACE; see gemm_fp8_kernel.h) --------------------
 
 __device__ __forceinline__ uint32_t ClockNow() {
   uint32_t c;

@@ -11,7 +11,7 @@
 // |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
 //
 //   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
-//                  [--unsplit] [--candidates=s5,c2,...]
+//                  [--unsplit] [--candidates=s5,c2,...] [--trace=PREFIX]
 //
 // --candidates times, in the same loop as ours and the peer, variants of each case's config
 // (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster; joined by '+' they
@@ -22,6 +22,11 @@
 // --only runs the cases whose name contains any of the comma-separated substrings. Ours runs
 // with the scratch GemmFp8ScratchBytes asks for, as the CUDA backend passes it (so the split
 // tail is on); --unsplit passes none, which runs the kernel without the split tail.
+//
+// --trace=PREFIX: after timing, one more launch of the default and of each candidate writes the
+// kernel's clock trace (gemm_fp8_kernel.h, SetGemmFp8Trace) to PREFIX_<case>_<config>.bin; only
+// a build with -DKD_GEMM_TRACE=ON records (its marks cost the kernel 8-13% of its speed), others
+// write zeros. bench/gpu_gemm/trace_summary.py summarises the files.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -37,6 +42,7 @@
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/fp8.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 
 namespace kd {
 namespace {
@@ -187,6 +193,7 @@ struct Options {
   std::vector<std::string> only;  // empty: every case
   bool split = true;              // pass the scratch (split tail)
   std::vector<std::string> candidates;
+  std::string trace;  // prefix of per-launch clock trace files (experiment); empty: none
 };
 
 // Applies a candidate spec (see the file comment) to `c`; false when the spec is malformed.
@@ -199,6 +206,7 @@ bool ApplyCandidate(const std::string& spec, GemmConfig& c) {
       c.stages = std::atoi(part.c_str() + 1);
     } else if (part == "c1" || part == "c2") {
       c.cluster = part == "c1" ? 1 : 2;
+
     } else {
       return false;
     }
@@ -378,6 +386,31 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
       cand_rel.push_back(max_rel_of(x));
     }
   }
+  // Clock traces (a KD_GEMM_TRACE build; others write zeros): one launch of the default and of
+  // each candidate.
+  if (!opt.trace.empty() && ok && err == cudaSuccess) {
+    DeviceBuffer tbuf(cuda_gemm::kTraceWords * 4);
+    std::vector<uint32_t> host(cuda_gemm::kTraceWords);
+    for (size_t j = 0; j <= cand.size(); ++j) {
+      BENCH_CHECK_CUDA(cudaMemset(tbuf.ptr, 0, tbuf.bytes));
+      const GemmConfig& cfg = j == 0 ? config : cand[j - 1];
+      cuda_gemm::SetGemmFp8Trace(static_cast<uint32_t*>(tbuf.ptr));
+      const absl::Status st =
+          LaunchGemmFp8(bind(1), cfg, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
+      cuda_gemm::SetGemmFp8Trace(nullptr);
+      BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+      if (!st.ok()) continue;
+      BENCH_CHECK_CUDA(cudaMemcpy(host.data(), tbuf.ptr, tbuf.bytes, cudaMemcpyDeviceToHost));
+      std::string name = c.name;
+      std::replace(name.begin(), name.end(), '^', 'p');
+      const std::string path =
+          absl::StrCat(opt.trace, "_", name, "_", GemmConfigToString(cfg), ".bin");
+      if (FILE* f = std::fopen(path.c_str(), "wb")) {
+        std::fwrite(host.data(), 4, host.size(), f);
+        std::fclose(f);
+      }
+    }
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 
@@ -454,6 +487,8 @@ int main(int argc, char** argv) {
           return 2;
         }
       }
+    } else if (arg.rfind("--trace=", 0) == 0) {
+      opt.trace = arg.substr(8);
     } else if (arg == "--unsplit") {
       opt.split = false;
     } else if (arg.rfind("--config=", 0) == 0) {
@@ -466,7 +501,7 @@ int main(int argc, char** argv) {
       opt.has_config = true;
     } else {
       std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
-                   "[--unsplit] [--candidates=SPEC,...]\n",
+                   "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX]\n",
                    argv[0]);
       return 2;
     }

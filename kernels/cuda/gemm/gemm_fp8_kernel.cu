@@ -164,6 +164,41 @@ __device__ __forceinline__ void WgmmaCommit() {
 // Keeps the compiler from moving reads of an accumulator register across a wgmma wait.
 __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
+// ---- Clock trace (a measuring build: KD_GEMM_TRACE; see gemm_fp8_kernel.h) --------------------
+
+__device__ __forceinline__ uint32_t ClockNow() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%clock;" : "=r"(c)::"memory");
+  return c;
+}
+
+// One thread's marks: predicated stores (no branch, so no divergent path across wgmmas).
+struct Tracer {
+  uint32_t* base;
+  int on;
+  int i = 0;
+  __device__ Tracer(const KernelParams& p, int slot, bool thread_ok) {
+    on = p.trace != nullptr && thread_ok && blockIdx.x < 2;
+    base = p.trace + (on ? (blockIdx.x * 4 + slot) * kTraceIters * 8 : 0);
+  }
+  __device__ __forceinline__ void Mark(int j) {
+#ifdef KD_GEMM_TRACE
+    const uint32_t v = ClockNow();
+    const int ok = on && i < kTraceIters;
+    uint32_t* ptr = base + (ok ? i * 8 + j : 0);
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.s32 p, %2, 0;\n"
+        "@p st.global.u32 [%0], %1;\n"
+        "}\n" ::"l"(ptr),
+        "r"(v), "r"(ok)
+        : "memory");
+#endif
+  }
+  __device__ __forceinline__ void Next() { ++i; }
+};
+
 // Shared-memory matrix descriptor of a K-major tile written by TMA with 128-byte swizzle:
 // rows of 128 bytes, 8-row groups 1024 bytes apart (the stride byte offset).
 // The low word holds the address / 16 (14 bits: shared addresses stay below 2^18) and the
@@ -730,8 +765,10 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     --issue_left;
     return true;
   };
+  Tracer tr(p, consumer, tid == 0);
   auto issue = [&](float(&part)[kAcc]) {
     BarrierWait(base + L::kFull + 8 * stage, phase);
+    tr.Mark(6);
     IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
                         base + L::kB + stage * L::kTileBBytes);
     Advance<kStages>(stage, phase);
@@ -775,32 +812,42 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   issue(part0);
   while (true) {
     // part0 holds the oldest block in flight.
+    tr.Mark(0);
     const bool more = next_issue();
     BlockScales sc;
     if (more) {
       issue(part1);
+      tr.Mark(3);
       sc = scales();
       WgmmaWait<1>();
     } else {
       sc = scales();
       WgmmaWait<0>();
     }
+    tr.Mark(1);
     finish(part0, sc);
+    tr.Mark(2);
+    tr.Next();
     if (!more) {
       WgmmaWait<0>();  // retires nothing; tells ptxas that no wgmma is in flight past here
       break;
     }
     // part1 holds the oldest block in flight.
+    tr.Mark(0);
     const bool more2 = next_issue();
     if (more2) {
       issue(part0);
+      tr.Mark(3);
       sc = scales();
       WgmmaWait<1>();
     } else {
       sc = scales();
       WgmmaWait<0>();
     }
+    tr.Mark(1);
     finish(part1, sc);
+    tr.Mark(2);
+    tr.Next();
     if (!more2) {
       WgmmaWait<0>();
       break;
@@ -917,9 +964,12 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
   };
   // Consumer 0 issues a block when consumer 1 has issued the one before (its first at once:
   // consumer 1 arrives ahead), consumer 1 when consumer 0 has issued the same block.
+  Tracer tr(p, consumer, tid == 0);
   auto issue = [&](float(&part)[kAcc]) {
     BarrierWait(base + L::kFull + 8 * stage, phase);
+    tr.Mark(3);
     NamedBarrierSync(kTurnBarrier + consumer, 256);
+    tr.Mark(6);
     IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
                         base + L::kB + stage * L::kTileBBytes);
     NamedBarrierArrive(kTurnBarrier + (consumer ^ 1), 256);
@@ -947,21 +997,26 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
   bool more = next_issue();
   if (more) issue(part);
   while (more) {
+    tr.Mark(0);
     const uint32_t sa = sa_base + done_stage * kBlockM * 4;
     const uint32_t sb = sb_base + done_stage * kBlockN * 4;
     if constexpr (kPerRowB) {
       const BlockScales sc = LoadScales<true>(sa, sb);
       WgmmaWait<0>();
+      tr.Mark(1);
       Promote<kBlockN, true>(acc, part, sc, sb);
     } else {
       const WideScales sc = LoadWideScales(sa, sb);
       WgmmaWait<0>();
+      tr.Mark(1);
       PromoteWide<kBlockN>(acc, part, sc, split);
     }
+    tr.Mark(2);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
     if (++done_stage == kStages) done_stage = 0;
     more = next_issue();
     if (more) issue(part);
+    tr.Mark(4);
     if (--done_left == 0) {
       CompleteTile<128, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
                                               1 + consumer, rank);
@@ -969,6 +1024,8 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
     }
+    tr.Mark(5);
+    tr.Next();
   }
   WgmmaWait<0>();
   // Consumer 1's last arrival on consumer 0's turn barrier has no issue to wait for it.
@@ -1031,10 +1088,14 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
       if (lane == 0) {
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)));
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)));
+        Tracer tr(p, 2, true);
         for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
           for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
+            tr.Mark(0);
             BarrierWait(&empty[stage], phase ^ 1);
+            tr.Mark(1);
+            tr.Next();
             BarrierArriveExpectTx(&full[stage], kTileABytes + L::kTileBBytes);
             TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
             if (p.mode == KernelMode::kMGrouped) {
@@ -1061,10 +1122,14 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
       // spread over three warps, and so over three of the SM's four schedulers, which the
       // consumer warpgroups share (each wgmma waits for all four of a warpgroup's warps).
       const int role = warp - 1;
+      Tracer tr(p, 3, role == 2 && lane == 0);
       for (int t = first_work; t < sched.total; t += work_stride) {
         const Tile tile = sched.Get(t);
         for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
+          tr.Mark(0);
           BarrierWait(&empty[stage], phase ^ 1);
+          tr.Mark(1);
+          tr.Next();
           if (role < 2) {
             float* sa = scales_a + stage * kBlockM + role * (kBlockM / 2);
 #pragma unroll
@@ -1226,6 +1291,8 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
   return cudaMemsetAsync(p.split_flags, 0, flags * sizeof(unsigned), stream);
 }
 
+uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
+
 template <int kBlockM, int kBlockN, int kStages, int kCluster>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
@@ -1234,6 +1301,7 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
   if (err != cudaSuccess) return err;
   KernelParams p = params;
+  p.trace = g_trace;
   if (num_ctas <= 0) {
     num_ctas = resident;
     err = PlanSplitTail<kBlockM, kBlockN, kCluster>(p, resident, num_ctas, workspace,
@@ -1256,6 +1324,8 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
 }
 
 }  // namespace
+
+void SetGemmFp8Trace(uint32_t* trace) { g_trace = trace; }
 
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
   return SplitFlagBytes(sm_count) + static_cast<uint64_t>(sm_count) * 128 * 192 * sizeof(float);

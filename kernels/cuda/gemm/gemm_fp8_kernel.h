@@ -60,7 +60,24 @@ struct KernelParams {
   int split_k = 1;
   float* split_partials = nullptr;
   unsigned* split_flags = nullptr;
+  // Clock trace (builds with KD_GEMM_TRACE only; see SetGemmFp8Trace): kTraceWords u32.
+  uint32_t* trace = nullptr;
 };
+
+// Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
+// KD_GEMM_TRACE), CTAs 0 and 1 record %clock at marks of the wide-tile (128x192) consumer loop
+// and the producer, per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..7];
+// slots 0 and 1 are the consumer warpgroups (marks: 0 loop head, 1 own wgmmas done, 2
+// promoted, 3 next stage full, 6 turn barrier passed (deferred: its wait may land after the
+// mark), 4 next block issued, 5 epilogue done), 2 the TMA thread and 3 the B-scale warp's lane
+// 0 (0 before and 1 after the wait for a free stage). Other builds record nothing: the marks
+// compile to nothing. bench/gpu_gemm/trace_summary.py reads the buffer.
+constexpr int kTraceIters = 512;
+constexpr int kTraceWords = 2 * 4 * kTraceIters * 8;
+
+// The device buffer (kTraceWords u32, zeroed by the caller) that the next launches trace into;
+// null for none. Host state, not thread safe: for the benchmark's own launches.
+void SetGemmFp8Trace(uint32_t* trace);
 
 // Device workspace of the split tail, in bytes, for a device of `sm_count` SMs: the flags and
 // one 128 x 192 fp32 partial per SM (at most one non-owner slice per CTA is ever in flight:

@@ -94,7 +94,7 @@ absl::Status Daemon::Start() {
   executor_ = std::make_unique<Executor>(
       backends_.get(), metrics_.get(),
       [tuning = autotune_.get()](Backend* b, int device, Op& op) { tuning->Configure(b, device, op); },
-      options_.inline_async, options_.wait_event_spin);
+      options_.inline_async);
   KD_RETURN_IF_ERROR(executor_->Start());
 
   data_service_ = MakeDataPlaneService(this);

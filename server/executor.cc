@@ -6,12 +6,11 @@
 namespace kd {
 
 Executor::Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare,
-                   bool inline_async, absl::Duration wait_spin)
+                   bool inline_async)
     : backends_(backends),
       metrics_(metrics),
       prepare_(std::move(prepare)),
-      inline_async_(inline_async),
-      wait_spin_(wait_spin) {}
+      inline_async_(inline_async) {}
 
 Executor::~Executor() {
   for (auto& q : queues_) {
@@ -57,7 +56,7 @@ void Executor::Submit(ExecBatch batch) {
         }
         q->running = true;
       }
-      RunBatch(q.get(), batch, batch.caller_may_block);
+      RunBatch(q.get(), batch);
       bool waiting = false;
       {
         std::lock_guard<std::mutex> lock(q->mu);
@@ -87,13 +86,13 @@ void Executor::Serve(Queue* q) {
       q->running = true;
     }
     q->depth->Decrement();
-    RunBatch(q, batch, /*may_block=*/true);
+    RunBatch(q, batch);
     std::lock_guard<std::mutex> lock(q->mu);
     q->running = false;
   }
 }
 
-void Executor::RunBatch(Queue* q, ExecBatch& batch, bool may_block) {
+void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   const absl::Time started = absl::Now();
   metrics_->ObservePhase(RequestPhase::kQueue, absl::ToDoubleSeconds(started - batch.submitted));
   // Kernel times may arrive after `done` (GPU backends deliver them from their own thread), so
@@ -123,26 +122,8 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch, bool may_block) {
     }
   }
   if (batch.wait_event) {
-    // NOTE: on the lent H100 host a stream wait on an event recorded by another process held
-    // the launch behind it ~265 µs (bench/RESULTS.md), while a host query sees the record
-    // complete within microseconds. An event already complete orders nothing, so it is polled
-    // first: once on any thread, for up to wait_spin_ where the thread may block; only an
-    // event still pending after that is handed to the stream.
-    bool completed = false;
-    const absl::Time deadline = absl::Now() + (may_block ? wait_spin_ : absl::ZeroDuration());
-    for (;;) {
-      absl::StatusOr<bool> done = q->backend->EventCompleted(*batch.wait_event);
-      if (!done.ok()) break;  // the stream wait below reports a real failure
-      if (*done) {
-        completed = true;
-        break;
-      }
-      if (absl::Now() >= deadline) break;
-    }
-    if (!completed) {
-      absl::Status s = q->backend->StreamWaitEvent(*q->stream, *batch.wait_event);
-      if (!s.ok()) return finish(PrefixStatus("completion.wait_event: ", s));
-    }
+    absl::Status s = q->backend->StreamWaitEvent(*q->stream, *batch.wait_event);
+    if (!s.ok()) return finish(PrefixStatus("completion.wait_event: ", s));
   }
   for (size_t i = 0; i < batch.ops.size(); ++i) {
     Op& op = batch.ops[i];

@@ -38,11 +38,6 @@ ABSL_FLAG(bool, submit_rings, true,
 ABSL_FLAG(uint32_t, ring_spin_us, 50,
           "How long a submit ring's thread polls after a request before it sleeps on the "
           "doorbell (a futex); 0: sleep at once.");
-ABSL_FLAG(uint32_t, wait_event_spin_us, 100,
-          "How long a thread that may block (a device queue's, a submit ring's) polls a "
-          "request's wait_event before making the device stream wait on it instead; 0: one "
-          "look. A stream wait on another process's event is slow on some hosts "
-          "(bench/RESULTS.md).");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, autotune_cache_dir, "",
           "Directory of the autotune cache files, loaded at start and saved after every change "
@@ -80,7 +75,6 @@ int main(int argc, char** argv) {
   options.inline_async = absl::GetFlag(FLAGS_inline_async);
   options.submit_rings = absl::GetFlag(FLAGS_submit_rings);
   options.ring_spin = absl::Microseconds(absl::GetFlag(FLAGS_ring_spin_us));
-  options.wait_event_spin = absl::Microseconds(absl::GetFlag(FLAGS_wait_event_spin_us));
   options.autotune.cache_dir = absl::GetFlag(FLAGS_autotune_cache_dir);
   options.autotune.background = absl::GetFlag(FLAGS_autotune_background);
 

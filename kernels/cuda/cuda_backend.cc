@@ -426,16 +426,6 @@ class CudaBackend : public Backend {
     return Check(cudaStreamWaitEvent(s->stream(), e->event(), 0), "cudaStreamWaitEvent");
   }
 
-  absl::StatusOr<bool> EventCompleted(Event& event) override {
-    auto* e = dynamic_cast<CudaEvent*>(&event);
-    if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
-    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(e->device()));
-    const cudaError_t state = cudaEventQuery(e->event());
-    if (state == cudaErrorNotReady) return false;
-    KD_RETURN_IF_ERROR(Check(state, "cudaEventQuery"));
-    return true;
-  }
-
   absl::Status RecordEvent(Stream& stream, Event& event) override {
     KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
     auto* e = dynamic_cast<CudaEvent*>(&event);

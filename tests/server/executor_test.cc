@@ -41,19 +41,7 @@ class CheckFailingBackend : public Backend {
   absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int, absl::string_view) override {
     return std::make_unique<NoopEvent>();
   }
-  absl::Status StreamWaitEvent(Stream&, Event&) override {
-    ++stream_waits;
-    return absl::OkStatus();
-  }
-  // Wait events read complete after this many polls; negative: the backend cannot query events.
-  void CompleteEventsAfter(int polls) { polls_left_ = polls; }
-  absl::StatusOr<bool> EventCompleted(Event& e) override {
-    if (polls_left_.load() < 0) return Backend::EventCompleted(e);
-    ++polls;
-    return polls_left_.fetch_sub(1) <= 1;
-  }
-  std::atomic<int> stream_waits{0};
-  std::atomic<int> polls{0};
+  absl::Status StreamWaitEvent(Stream&, Event&) override { return absl::OkStatus(); }
   absl::Status RecordEvent(Stream&, Event&) override { return absl::OkStatus(); }
   absl::Status Synchronize(Stream& s) override { return cpu_->Synchronize(s); }
   void CloseChecks(Stream&, std::function<void(absl::Status)> done) override {
@@ -83,7 +71,6 @@ class CheckFailingBackend : public Backend {
   std::promise<void>* hold_entered_ = nullptr;
   std::shared_future<void> hold_release_;
   std::atomic<bool> fail_next_{false};
-  std::atomic<int> polls_left_{-1};
 };
 
 class ExecutorTest : public ::testing::Test {
@@ -119,7 +106,7 @@ class ExecutorTest : public ::testing::Test {
   // Submits one pad batch for `session`; `done` gets its status and the thread that reported it.
   void SubmitPad(const std::string& session, bool async,
                  std::function<void(absl::Status, std::thread::id)> done,
-                 bool caller_may_block = false, bool wait_event = false) {
+                 bool caller_may_block = false) {
     PadArgs pad;
     pad.input = HostTensor(input_.data(), DType::kBF16, {4, 8});
     pad.group_ends = HostTensor(ends_.data(), DType::kI32, {2});
@@ -133,7 +120,6 @@ class ExecutorTest : public ::testing::Test {
     batch.async = async;
     batch.caller_may_block = caller_may_block;
     if (async) batch.signal_event = std::make_shared<NoopEvent>();
-    if (wait_event) batch.wait_event = std::make_shared<NoopEvent>();
     batch.done = [done = std::move(done)](absl::Status s, double) {
       done(std::move(s), std::this_thread::get_id());
     };
@@ -257,48 +243,6 @@ TEST_F(ExecutorTest, WithoutInlineAsyncEveryBatchRunsOnTheQueuesThread) {
   std::future<std::thread::id> thread = done->get_future();
   SubmitPad("s1", /*async=*/true, [done](absl::Status, std::thread::id t) { done->set_value(t); });
   EXPECT_NE(thread.get(), std::this_thread::get_id());
-}
-
-// A wait event that reads complete within the spin orders nothing: the stream never waits.
-TEST_F(ExecutorTest, WaitEventCompletingWithinTheSpinIsNotHandedToTheStream) {
-  backend_->CompleteEventsAfter(3);
-  auto status = std::make_shared<absl::Status>(absl::UnknownError("not run"));
-  SubmitPad("s1", /*async=*/false, [status](absl::Status s, std::thread::id) { *status = s; },
-            /*caller_may_block=*/true, /*wait_event=*/true);
-  EXPECT_TRUE(status->ok()) << *status;
-  EXPECT_EQ(backend_->polls.load(), 3);
-  EXPECT_EQ(backend_->stream_waits.load(), 0);
-}
-
-// An RPC callback's thread looks once; a pending event then goes to the stream.
-TEST_F(ExecutorTest, PendingWaitEventOnAnRpcThreadIsLookedAtOnceThenHandedToTheStream) {
-  backend_->CompleteEventsAfter(1000000);
-  auto status = std::make_shared<absl::Status>(absl::UnknownError("not run"));
-  SubmitPad("s1", /*async=*/true, [status](absl::Status s, std::thread::id) { *status = s; },
-            /*caller_may_block=*/false, /*wait_event=*/true);
-  EXPECT_TRUE(status->ok()) << *status;
-  EXPECT_EQ(backend_->polls.load(), 1);
-  EXPECT_EQ(backend_->stream_waits.load(), 1);
-}
-
-// A thread that may block polls for the spin (100 µs by default), then hands the wait over.
-TEST_F(ExecutorTest, WaitEventStillPendingAfterTheSpinIsHandedToTheStream) {
-  backend_->CompleteEventsAfter(1000000000);
-  auto status = std::make_shared<absl::Status>(absl::UnknownError("not run"));
-  SubmitPad("s1", /*async=*/false, [status](absl::Status s, std::thread::id) { *status = s; },
-            /*caller_may_block=*/true, /*wait_event=*/true);
-  EXPECT_TRUE(status->ok()) << *status;
-  EXPECT_GT(backend_->polls.load(), 1);
-  EXPECT_EQ(backend_->stream_waits.load(), 1);
-}
-
-TEST_F(ExecutorTest, BackendThatCannotQueryEventsUsesTheStreamWait) {
-  auto status = std::make_shared<absl::Status>(absl::UnknownError("not run"));
-  SubmitPad("s1", /*async=*/false, [status](absl::Status s, std::thread::id) { *status = s; },
-            /*caller_may_block=*/true, /*wait_event=*/true);
-  EXPECT_TRUE(status->ok()) << *status;
-  EXPECT_EQ(backend_->polls.load(), 0);
-  EXPECT_EQ(backend_->stream_waits.load(), 1);
 }
 
 }  // namespace

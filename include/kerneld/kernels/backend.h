@@ -100,12 +100,6 @@ class Backend {
   virtual absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device, absl::string_view handle) = 0;
   // Makes later work on `stream` wait for `event` without blocking the host.
   virtual absl::Status StreamWaitEvent(Stream& stream, Event& event) = 0;
-  // Whether all the work the event's latest record captured has completed, without blocking.
-  // UNIMPLEMENTED where the backend cannot tell (callers then use StreamWaitEvent).
-  virtual absl::StatusOr<bool> EventCompleted(Event& event) {
-    (void)event;
-    return absl::UnimplementedError("this backend cannot query events");
-  }
   virtual absl::Status RecordEvent(Stream& stream, Event& event) = 0;
   // Blocks until the work queued on `stream` finished. Returns the first failed device-side
   // check (see CloseChecks) of the ops run on `stream` since its last Synchronize or

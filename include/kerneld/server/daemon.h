@@ -36,9 +36,6 @@ struct DaemonOptions {
   // request before it sleeps on the ring's doorbell.
   bool submit_rings = true;
   absl::Duration ring_spin = absl::Microseconds(50);
-  // How long a thread that may block polls a request's wait event before handing the wait to
-  // the device stream (Executor).
-  absl::Duration wait_event_spin = absl::Microseconds(100);
   int max_message_bytes = 4 << 20;
   absl::Duration reap_interval = absl::Milliseconds(200);
   AutotuneOptions autotune;

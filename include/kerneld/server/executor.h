@@ -66,11 +66,8 @@ using PrepareOpFn = std::function<void(Backend* backend, int device, Op& op)>;
 
 class Executor {
  public:
-  // `wait_spin`: how long a thread that may block (a queue's thread, a submit ring's thread)
-  // polls a batch's wait event on the host before handing the wait to the stream instead (see
-  // RunBatch).
   Executor(BackendRegistry* backends, Metrics* metrics, PrepareOpFn prepare = {},
-           bool inline_async = true, absl::Duration wait_spin = absl::Microseconds(100));
+           bool inline_async = true);
   // Finishes the queued batches, then joins the threads.
   ~Executor();
 
@@ -103,8 +100,7 @@ class Executor {
   };
 
   void Serve(Queue* q);
-  // `may_block`: the calling thread may wait on the host (not an RPC callback's).
-  void RunBatch(Queue* q, ExecBatch& batch, bool may_block);
+  void RunBatch(Queue* q, ExecBatch& batch);
   // Closes the queue's open group of device-side checks; a failure is kept for `session_id`.
   void CloseChecksFor(Queue* q, const std::string& session_id);
 
@@ -120,7 +116,6 @@ class Executor {
   Metrics* const metrics_;
   const PrepareOpFn prepare_;
   const bool inline_async_;
-  const absl::Duration wait_spin_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> ops_completed_{0};
   std::atomic<uint64_t> ops_failed_{0};

@@ -23,6 +23,10 @@ if [ -x ./bin/cuda_call_bench ]; then
   timeout 60 ./bin/cuda_call_bench 1000 > "$out/cuda_calls.json" 2>> "$out/tests.log"
   echo "=== cuda_call_bench rc=$?" >> "$out/tests.log"
 fi
+if [ -x ./bin/ipc_order_bench ]; then
+  timeout 60 ./bin/ipc_order_bench 200 > "$out/ipc_order.json" 2>> "$out/tests.log"
+  echo "=== ipc_order_bench rc=$?" >> "$out/tests.log"
+fi
 "$here/run_e2e.sh" "$bundle" "$out" 300 >> "$out/tests.log" 2>&1
 echo "=== run_e2e rc=$?" >> "$out/tests.log"
 if [ -x ./bin/gpu_gemm_bench ]; then

@@ -23,10 +23,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench/gpu/cross_process.cuh"
+
 extern char** environ;
 
 namespace {
 
+using kd_bench::Hex;
+using kd_bench::SpinKernel;
+using kd_bench::Unhex;
 using Clock = std::chrono::steady_clock;
 
 void Check(cudaError_t e, const char* what) {
@@ -37,15 +42,6 @@ void Check(cudaError_t e, const char* what) {
 }
 
 __global__ void EmptyKernel() {}
-
-// Spins for about `ns` nanoseconds of the GPU's global timer.
-__global__ void SpinKernel(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 double MedianUs(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -71,24 +67,6 @@ double Time(int reps, cudaStream_t stream, bool busy, const std::function<void()
   }
   Check(cudaStreamSynchronize(stream), "sync");
   return MedianUs(us);
-}
-
-std::string Hex(const void* p, size_t n) {
-  std::string s;
-  char b[3];
-  for (size_t i = 0; i < n; ++i) {
-    std::snprintf(b, sizeof(b), "%02x", static_cast<const unsigned char*>(p)[i]);
-    s += b;
-  }
-  return s;
-}
-
-void Unhex(const char* s, void* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    unsigned v = 0;
-    std::sscanf(s + 2 * i, "%2x", &v);
-    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v);
-  }
 }
 
 // The rows of one process: `ipc` is an event opened from another process's handle, or null.

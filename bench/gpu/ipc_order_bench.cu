@@ -25,9 +25,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/cross_process.cuh"
+
 extern char** environ;
 
 namespace {
+
+using kd_bench::Hex;
+using kd_bench::SpinKernel;
+using kd_bench::Unhex;
 
 void Check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -40,14 +46,6 @@ void CheckCu(CUresult r, const char* what) {
     std::fprintf(stderr, "ipc_order_bench: %s: CUresult %d\n", what, static_cast<int>(r));
     std::exit(1);
   }
-}
-
-__global__ void SpinKernel(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
 }
 
 __global__ void StampKernel(unsigned long long* slot) {
@@ -69,23 +67,6 @@ Fn Entry(const char* name) {
     std::exit(1);
   }
   return reinterpret_cast<Fn>(p);
-}
-
-std::string Hex(const void* p, size_t n) {
-  std::string s;
-  char b[3];
-  for (size_t i = 0; i < n; ++i) {
-    std::snprintf(b, sizeof(b), "%02x", static_cast<const unsigned char*>(p)[i]);
-    s += b;
-  }
-  return s;
-}
-void Unhex(const char* s, void* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    unsigned v = 0;
-    std::sscanf(s + 2 * i, "%2x", &v);
-    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v);
-  }
 }
 
 // Shared device memory layout (uint64 slots): [0] the value (low 32 bits), [1] the producer's

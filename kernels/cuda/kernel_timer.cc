@@ -85,14 +85,13 @@ void KernelTimer::Abandon(const Span& span) {
   RecycleLocked(span);
 }
 
-std::list<KernelTimer::Pending> KernelTimer::TakeCompletedLocked(bool wait, cudaStream_t synced) {
+std::list<KernelTimer::Pending> KernelTimer::TakeCompletedLocked(cudaStream_t synced) {
   std::list<Pending> done;
   for (auto it = pending_.begin(); it != pending_.end();) {
     bool complete = synced != nullptr && it->span.stream == synced;
     if (!complete) {
       cudaSetDevice(it->span.device);
-      complete = (wait ? cudaEventSynchronize(it->span.stop) : cudaEventQuery(it->span.stop)) !=
-                 cudaErrorNotReady;
+      complete = cudaEventQuery(it->span.stop) != cudaErrorNotReady;
     }
     if (!complete) {
       ++it;
@@ -127,7 +126,7 @@ void KernelTimer::DeliverCompleted(cudaStream_t synced) {
     // The poller may hold some spans while it queries them: wait until they are back.
     auto idle = [this] { return polling_ == 0; };
     mu_.Await(absl::Condition(&idle));
-    done = TakeCompletedLocked(false, synced);
+    done = TakeCompletedLocked(synced);
   }
   Deliver(done);
   absl::MutexLock lock(&mu_);

@@ -59,10 +59,9 @@ class KernelTimer {
     KernelTimingFn fn;
   };
   void Poll();
-  // Moves the completed spans (every span when `wait`; those of `synced` without a query) out of
-  // pending_, counted in delivering_.
-  std::list<Pending> TakeCompletedLocked(bool wait, cudaStream_t synced)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the completed spans (those of `synced` without a query) out of pending_, counted in
+  // delivering_.
+  std::list<Pending> TakeCompletedLocked(cudaStream_t synced) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Calls each span's callback and recycles its events.
   void Deliver(std::list<Pending>& done) ABSL_LOCKS_EXCLUDED(mu_);
   // Two events of `device` (start, stop), from the free list or new.

@@ -16,53 +16,48 @@ set -u
 bundle=$(cd "$1" && pwd); out=$2; reps=${3:-300}
 export LD_LIBRARY_PATH=$bundle/lib
 sock=$(mktemp -d /tmp/kd_e2e.XXXXXX)
-for mode in inline queued spin250; do
-  flag=--inline_async; [ $mode = queued ] && flag=--noinline_async
-  [ $mode = spin250 ] && flag=--ring_spin_us=250
+port=19464
+# start_daemon LOG_NAME [FLAGS...]: a kerneld on $sock, waited for until its socket exists.
+start_daemon() {
+  local name=$1; shift
   "$bundle/bin/kerneld" --socket=$sock/data.sock --admin_socket=$sock/admin.sock \
-    --metrics_address= --backend=cuda $flag > "$out/kerneld_$mode.log" 2>&1 &
+    --backend=cuda "$@" > "$out/kerneld_$name.log" 2>&1 &
   daemon=$!
   for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
-  if [ $mode = spin250 ]; then
-    {
-      echo "["
-      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096 ring
-      echo ","
-      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168 ring
-      echo "]"
-    } > "$out/e2e_ring_spin250.json"
-    kill $daemon; wait $daemon
-    rm -f $sock/*.sock
-    continue
-  fi
-  {
-    echo "["
-    timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096
-    echo ","
-    timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168
-    echo "]"
-  } > "$out/e2e_$mode.json"
-  if [ $mode = inline ]; then
-    {
-      echo "["
-      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096 ring
-      echo ","
-      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168 ring
-      echo ","
-      KD_E2E_RING_SPIN_US=1000 timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 8192 4096 ring
-      echo ","
-      KD_E2E_RING_SPIN_US=1000 timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps 32768 7168 ring
-      echo "]"
-    } > "$out/e2e_ring.json"
-  fi
-  kill $daemon; wait $daemon
-  rm -f $sock/*.sock
-done
-port=19464
-"$bundle/bin/kerneld" --socket=$sock/data.sock --admin_socket=$sock/admin.sock \
-  --metrics_address=127.0.0.1:$port --backend=cuda > "$out/kerneld_phases.log" 2>&1 &
-daemon=$!
-for i in $(seq 100); do [ -S $sock/data.sock ] && break; sleep 0.1; done
+}
+stop_daemon() { kill $daemon; wait $daemon; rm -f $sock/*.sock; }
+# bench_runs [TRANSPORT]: a JSON array of the bench at each listed "SPIN M K" (SPIN: the client's
+# ring spin in µs, "-" for its default).
+bench_runs() {
+  local transport=$1; shift
+  local sep=""
+  echo "["
+  for run in "$@"; do
+    set -- $run
+    echo -n "$sep"
+    if [ "$1" = - ]; then
+      timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps $2 $3 $transport
+    else
+      KD_E2E_RING_SPIN_US=$1 timeout 120 "$bundle/bin/quant_e2e_bench" $sock/data.sock $reps $2 $3 $transport
+    fi
+    sep=","
+  done
+  echo "]"
+}
+shapes=("- 8192 4096" "- 32768 7168")
+
+start_daemon inline --metrics_address= --inline_async
+bench_runs grpc "${shapes[@]}" > "$out/e2e_inline.json"
+bench_runs ring "${shapes[@]}" "1000 8192 4096" "1000 32768 7168" > "$out/e2e_ring.json"
+stop_daemon
+start_daemon queued --metrics_address= --noinline_async
+bench_runs grpc "${shapes[@]}" > "$out/e2e_queued.json"
+stop_daemon
+start_daemon spin250 --metrics_address= --ring_spin_us=250
+bench_runs ring "${shapes[@]}" > "$out/e2e_ring_spin250.json"
+stop_daemon
+
+start_daemon phases --metrics_address=127.0.0.1:$port
 scrape() { python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())"; }
 for shape in "8192 4096" "32768 7168"; do
   for mode in sync async; do
@@ -89,8 +84,7 @@ print(*out)
 PY
   done
 done > "$out/e2e_phases.txt"
-kill $daemon; wait $daemon
-rm -f $sock/*.sock
+stop_daemon
 cat "$out/e2e_phases.txt"
 python3 - "$out" <<'PY'
 import json, sys

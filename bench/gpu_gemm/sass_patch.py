@@ -11,7 +11,7 @@ cubin uncompressed (nvcc -compress-mode=none) or a .cubin file stays valid.
 
 Encoding facts used (sm_90a, 128-bit instructions as two little-endian 64-bit words lo, hi),
 checked against the cubins nvcc 13.0 writes and against `cuobjdump -sass` on the device (see
-bench/RESULTS.md, "FFMA yield hints (branch gemm9)"):
+bench/RESULTS.md, "FFMA yield hints on the promotion, set after compilation (branch gemm9)"):
   lo & 0xfff           opcode: 0x223 FFMA R, R, R, R; 0x9c5 WARPGROUP.* (bit 47 of lo set:
                        WARPGROUP.DEPBAR, clear: WARPGROUP.ARRIVE)
   lo >> 12 & 0xf       predicate (7 = PT, unpredicated)

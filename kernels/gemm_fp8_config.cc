@@ -23,14 +23,17 @@ std::string GemmConfigToString(const GemmConfig& c) {
 }
 
 absl::Status CheckGemmConfig(const GemmConfig& c) {
-  if (c.block_m != 64 && c.block_m != 128) {
-    return Invalid("config.block_m=", c.block_m, " must be 64 or 128");
+  if (c.block_m != 64 && c.block_m != 128 && c.block_m != 192) {
+    return Invalid("config.block_m=", c.block_m, " must be 64, 128 or 192");
   }
   if (c.block_n != 64 && c.block_n != 128 && c.block_n != 192) {
     return Invalid("config.block_n=", c.block_n, " must be 64, 128 or 192");
   }
   if (c.block_m == 64 && c.block_n != 64) {
     return Invalid("config.block_n=", c.block_n, " is not built with block_m=64 (only 64)");
+  }
+  if (c.block_m == 192 && c.block_n != 128) {
+    return Invalid("config.block_n=", c.block_n, " is not built with block_m=192 (only 128)");
   }
   if (c.cluster != 1 && c.cluster != 2) {
     return Invalid("config.cluster=", c.cluster, " must be 1 or 2");
@@ -39,15 +42,15 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
     return Invalid("config.cluster=", c.cluster, " is not built with block_m=64 (only 1)");
   }
   bool stages_ok;
-  if (c.block_n == 192) stages_ok = c.stages == 4;
+  if (c.block_n == 192 || c.block_m == 192) stages_ok = c.stages == 4;
   else if (c.block_m == 64) stages_ok = c.stages == 8;
   else if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
   else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
   if (!stages_ok) {
     return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
                    " tile with cluster ", c.cluster,
-                   " (128x128: 4..6, 5..6 in clusters of 2; 128x192: 4; 128x64: 6 or 8, 8 in"
-                   " clusters of 2; 64x64: 8)");
+                   " (128x128: 4..6, 5..6 in clusters of 2; 128x192 and 192x128: 4; 128x64: 6 or 8,"
+                   " 8 in clusters of 2; 64x64: 8)");
   }
   if (c.raster_group < 1 || c.raster_group > 64) {
     return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");

@@ -17,10 +17,11 @@
 namespace kd {
 
 // The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
-// 2), 128x192 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in clusters of 2)
-// and 64x64 tiles with 8 stages (no cluster); each consumer warpgroup owns 64 rows.
+// 2), 128x192 and 192x128 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in
+// clusters of 2) and 64x64 tiles with 8 stages (no cluster); each consumer warpgroup owns 64
+// rows.
 struct GemmConfig {
-  int block_m = 128;     // tile rows: 64 or 128
+  int block_m = 128;     // tile rows: 64, 128 or 192 (192: block_n 128 only)
   int block_n = 128;     // tile columns: 64, 128 or 192
   int stages = 6;        // shared-memory pipeline depth
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared

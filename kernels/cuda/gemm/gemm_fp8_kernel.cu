@@ -13,7 +13,8 @@
 //     accumulation keeps fewer bits), then frees that block's stage. The epilogue stages the
 //     tile through shared memory and stores whole rows with 16-byte accesses, while the next
 //     tile's first block runs on the tensor core. Tiles wider than 128 columns keep one partial
-//     sum per warpgroup instead, the two warpgroups taking turns (ConsumerLoopWide).
+//     sum per warpgroup instead, the two warpgroups taking turns (ConsumerLoopSingle), and so
+//     does the 192x128 tile with three consumer warpgroups (512 threads).
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue. Dense problems whose last wave of tiles is part full may split
@@ -35,18 +36,19 @@ namespace {
 // expect_tx arrive.
 constexpr int kFullArrivals = 1 + 3 * 32;
 
-// Threads and the setmaxnreg split for a tile of kBlockM rows (64 per consumer warpgroup; 128
-// is the only tile height built: a third consumer warpgroup left too few registers and spilled).
+// Threads and the setmaxnreg split for a tile of kBlockM rows (64 per consumer warpgroup).
 // The register file is 64K 32-bit registers per SM and one CTA runs per SM.
 template <int kBlockM>
 struct Roles {
   static constexpr int kConsumers = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // NOTE: each consumer thread holds the 64-register accumulator and two 64-register partials
-  // (192); 224 leave enough for addressing and the epilogue without spills. At 40 or 48
-  // producer registers ptxas spilled in the producer loops.
+  // NOTE: with one or two consumer warpgroups each consumer thread holds at most the 64-register
+  // accumulator and two 64-register partials (192); 224 leave enough for addressing and the
+  // epilogue without spills. At 40 or 48 producer registers ptxas spilled in the producer loops.
+  // Three consumer warpgroups (192-row tiles) hold one 64-register partial each beside the
+  // accumulator (128) and share what is left: 3 x 152 + 56 = 512 registers per thread slot.
   static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 152 : 224;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // one per consumer warp
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
 };
@@ -855,19 +857,24 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   }
 }
 
-// ---- The wide-tile consumer (kBlockN > 128) -----------------------------------------------
+// ---- One partial per warpgroup: wide tiles (kBlockN > 128) and 192-row tiles -------------
 //
 // A 64 x 192 fp32 partial is 96 registers per thread: two of them and the accumulator would not
 // fit beside addressing, so a wide tile keeps ONE partial per warpgroup. The warpgroup issues a
 // block's four wgmmas, waits for all of them (wait_group 0), promotes, frees the stage and issues
 // the next block into the same partial. While it promotes, the tensor core runs the other
-// warpgroup's block: the two warpgroups take turns at issuing (named barriers kTurnBarrier +
-// consumer), so their blocks reach the tensor core one after the other rather than interleaved,
-// and each warpgroup's promotion overlaps the other's wgmmas. Per 128-K block the 128 x 192 tile
-// reads 16 KB of A and 2 x 24 KB of B from shared memory and loads 40 KB (A + B) from L2, for
-// 1.5x the FLOPs of a 128 x 128 tile's 48 KB read and 32 KB loaded.
-
-constexpr int kTurnBarrier = 3;  // 1 and 2 are the epilogue's
+// warpgroups' blocks: the warpgroups take turns at issuing in a ring (named barriers
+// 1 + kConsumers + consumer, after the epilogue's 1..kConsumers), so their blocks reach the
+// tensor core one after the other rather than interleaved, and each warpgroup's promotion
+// overlaps the others' wgmmas. Per 128-K block the 128 x 192 tile reads 16 KB of A and 2 x 24 KB
+// of B from shared memory and loads 40 KB (A + B) from L2, for 1.5x the FLOPs of a 128 x 128
+// tile's 48 KB read and 32 KB loaded.
+// A 192 x 128 tile has three consumer warpgroups of 64 x 128 (one 64-register partial each,
+// 512 threads): each warpgroup's per-block chain (wait, 64 promotion FFMAs, release, next
+// block's bookkeeping and issue) has the other two's blocks, 512 tensor-core cycles, to hide
+// under, where the 128 x 192 tile's had one block of 384 cycles (bench/RESULTS.md, gemm7's
+// trace: that chain took longer, so the tensor core idled 35% of the time). Same area per tile
+// (24576 outputs), 40 KB loaded per K block (24 KB A + 16 KB B).
 
 __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -919,19 +926,23 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
   }
 }
 
-// The consumer loop of a wide tile (two consumer warpgroups). As ConsumerLoop, the
-// warpgroup walks the K blocks of all its tiles as one sequence; the next block is issued into
-// the partial as soon as the last one is promoted, before the epilogue of a finished tile.
+// The consumer loop with one partial per warpgroup (wide tiles, 192-row tiles). As
+// ConsumerLoop, the warpgroup walks the K blocks of all its tiles as one sequence; the next block
+// is issued into the partial as soon as the last one is promoted, before the epilogue of a
+// finished tile. kTurns: the warpgroups issue in a ring (see above); without, each issues as
+// soon as its own chain allows.
 // NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
 // path, before the partial is read; the loop leaves only with nothing in flight (C751x).
-template <int kBlockN, int kStages, int kCluster, bool kPerRowB>
-__device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
-                                                 const Scheduler<128, kBlockN, kCluster>& sched,
-                                                 int first_work, int work_stride, uint8_t* smem,
-                                                 uint32_t rank) {
-  constexpr int kBlockM = 128;
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB, bool kTurns>
+__device__ __forceinline__ void ConsumerLoopSingle(
+    const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
+    int work_stride, uint8_t* smem, uint32_t rank) {
   using L = SmemLayout<kBlockM, kBlockN, kStages>;
   constexpr int kAcc = kBlockN / 2;
+  constexpr int kConsumers = kBlockM / 64;
+  constexpr int kTurnBarrier = 1 + kConsumers;  // 1..kConsumers are the epilogue's
+  constexpr int kWide = kBlockN > 128;          // columns span two 128-column B scale blocks
+  static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
   const int lane = tid % 32;
@@ -962,20 +973,25 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
     --issue_left;
     return true;
   };
-  // Consumer 0 issues a block when consumer 1 has issued the one before (its first at once:
-  // consumer 1 arrives ahead), consumer 1 when consumer 0 has issued the same block.
-  Tracer tr(p, consumer, tid == 0);
+  // With turns, consumer c issues a block when consumer c-1 has issued the same block, consumer
+  // 0 when the last consumer has issued the one before (its first at once: the last consumer
+  // arrives ahead). The trace has room for two consumer warpgroups.
+  Tracer tr(p, consumer, tid == 0 && consumer < 2);
   auto issue = [&](float(&part)[kAcc]) {
     BarrierWait(base + L::kFull + 8 * stage, phase);
     tr.Mark(3);
-    NamedBarrierSync(kTurnBarrier + consumer, 256);
+    if constexpr (kTurns) NamedBarrierSync(kTurnBarrier + consumer, 256);
     tr.Mark(6);
     IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
                         base + L::kB + stage * L::kTileBBytes);
-    NamedBarrierArrive(kTurnBarrier + (consumer ^ 1), 256);
+    if constexpr (kTurns) {
+      NamedBarrierArrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
+    }
     Advance<kStages>(stage, phase);
   };
-  if (consumer == 1) NamedBarrierArrive(kTurnBarrier, 256);
+  if constexpr (kTurns) {
+    if (consumer == kConsumers - 1) NamedBarrierArrive(kTurnBarrier, 256);
+  }
 
   float acc[kAcc];
 #pragma unroll
@@ -983,13 +999,15 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
   int done_stage = 0;
   int done_tile = first_work - work_stride;
   int done_left = 0;
-  int split = 128;  // columns of the done tile in its first B scale block
+  int split = 128;  // columns of the done tile in its first B scale block (wide tiles)
   auto next_done_tile = [&]() {
     do {
       done_tile += work_stride;
       done_left = done_tile < total ? blocks_of(done_tile) : 0;
     } while (done_tile < total && done_left == 0);
-    if (done_tile < total) split = Uniform(128 - sched.Get(done_tile).n0 % 128);
+    if constexpr (kWide) {
+      if (done_tile < total) split = Uniform(128 - sched.Get(done_tile).n0 % 128);
+    }
   };
   next_done_tile();
 
@@ -1000,11 +1018,11 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
     tr.Mark(0);
     const uint32_t sa = sa_base + done_stage * kBlockM * 4;
     const uint32_t sb = sb_base + done_stage * kBlockN * 4;
-    if constexpr (kPerRowB) {
-      const BlockScales sc = LoadScales<true>(sa, sb);
+    if constexpr (kPerRowB || !kWide) {
+      const BlockScales sc = LoadScales<kPerRowB>(sa, sb);
       WgmmaWait<0>();
       tr.Mark(1);
-      Promote<kBlockN, true>(acc, part, sc, sb);
+      Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
     } else {
       const WideScales sc = LoadWideScales(sa, sb);
       WgmmaWait<0>();
@@ -1018,8 +1036,8 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
     if (more) issue(part);
     tr.Mark(4);
     if (--done_left == 0) {
-      CompleteTile<128, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
-                                              1 + consumer, rank);
+      CompleteTile<kBlockM, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
+                                               1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1028,14 +1046,17 @@ __device__ __forceinline__ void ConsumerLoopWide(const KernelParams& p,
     tr.Next();
   }
   WgmmaWait<0>();
-  // Consumer 1's last arrival on consumer 0's turn barrier has no issue to wait for it.
-  if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
+  // The last consumer's last arrival on consumer 0's turn barrier has no issue to wait for it.
+  if constexpr (kTurns) {
+    if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
+  }
 }
 
 // ---- The kernel -----------------------------------------------------------------------------
 
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+// kTurns: the one-partial consumer loop's warpgroups issue in a ring (ConsumerLoopSingle).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kTurns>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p,
                   const __grid_constant__ CUtensorMap map_a,
@@ -1169,14 +1190,13 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
-    if constexpr (kBlockN > 128) {
-      static_assert(kBlockM == 128, "wide tiles: two consumer warpgroups");
+    if constexpr (kBlockN > 128 || kBlockM > 128) {
       if (p.b_scale_per_row) {
-        ConsumerLoopWide<kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
-                                                           smem, rank);
+        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, true, kTurns>(
+            p, sched, first_work, work_stride, smem, rank);
       } else {
-        ConsumerLoopWide<kBlockN, kStages, kCluster, false>(p, sched, first_work, work_stride,
-                                                            smem, rank);
+        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, false, kTurns>(
+            p, sched, first_work, work_stride, smem, rank);
       }
     } else if (p.b_scale_per_row) {
       ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
@@ -1211,11 +1231,11 @@ cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cuda
 
 // CTAs of this instantiation that fit on the current device at once (whole clusters), after
 // opting in to its shared memory; cached per device. 0 with `err` set on failure.
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kTurns = true>
 int ResidentCtas(cudaError_t& err) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices];
-  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>;
+  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kTurns>;
   int device = 0;
   err = cudaGetDevice(&device);
   if (err != cudaSuccess) return 0;
@@ -1244,7 +1264,7 @@ constexpr int kMaxSlices = 8;
 constexpr int kMinSliceBlocks = 4;  // K blocks: below, the partial's round trip outweighs them
 
 uint64_t SplitFlagBytes(int sm_count) {
-  return (static_cast<uint64_t>(2 * sm_count) * sizeof(unsigned) + 255) / 256 * 256;
+  return (static_cast<uint64_t>(3 * sm_count) * sizeof(unsigned) + 255) / 256 * 256;
 }
 
 // Splits the last wave of a dense problem when its tiles would leave at least half of the
@@ -1293,12 +1313,12 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
 
 uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kTurns>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
+  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kTurns>(err);
   if (err != cudaSuccess) return err;
   KernelParams p = params;
   p.trace = g_trace;
@@ -1319,13 +1339,32 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(num_ctas, &cluster, stream);
-  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, p,
-                            map_a, map_b);
+  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kTurns>,
+                            p, map_a, map_b);
+}
+
+bool g_free_issue = false;  // SetGemmFp8FreeIssue
+
+// The launch of one built tile: 192-row tiles also without turns (an experiment's switch).
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
+cudaError_t LaunchTile(const KernelParams& params, const CUtensorMap& map_a,
+                       const CUtensorMap& map_b, int num_ctas, int max_useful, void* workspace,
+                       uint64_t workspace_bytes, cudaStream_t stream) {
+  if constexpr (kBlockM == 192) {
+    if (g_free_issue) {
+      return Launch<kBlockM, kBlockN, kStages, kCluster, false>(
+          params, map_a, map_b, num_ctas, max_useful, workspace, workspace_bytes, stream);
+    }
+  }
+  return Launch<kBlockM, kBlockN, kStages, kCluster, true>(
+      params, map_a, map_b, num_ctas, max_useful, workspace, workspace_bytes, stream);
 }
 
 }  // namespace
 
 void SetGemmFp8Trace(uint32_t* trace) { g_trace = trace; }
+
+void SetGemmFp8FreeIssue(bool free_issue) { g_free_issue = free_issue; }
 
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
   return SplitFlagBytes(sm_count) + static_cast<uint64_t>(sm_count) * 128 * 192 * sizeof(float);
@@ -1348,7 +1387,9 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   X(128, 64, 6, 1)             \
   X(128, 64, 8, 1)             \
   X(128, 64, 8, 2)             \
-  X(64, 64, 8, 1)
+  X(64, 64, 8, 1)              \
+  X(192, 128, 4, 1)            \
+  X(192, 128, 4, 2)
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
@@ -1356,8 +1397,8 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
 #define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
   if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
-    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, workspace,    \
-                                workspace_bytes, stream);                                     \
+    return LaunchTile<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas,          \
+                                    workspace, workspace_bytes, stream);                      \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH

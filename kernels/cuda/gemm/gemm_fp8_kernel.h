@@ -94,13 +94,19 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 // a fixed function of the shape, the config and the CTA count, so a launch gives the same
 // bits on every run; the flags are cleared with cudaMemsetAsync on `stream` first. The split
 // changes only the fp32 summation order of the split tiles (see KernelParams). Built: 128x128
-// with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1), 128x64 with 6
-// or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1). Returns the launch error
+// with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1 or 2), 128x64
+// with 6 or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1), 192x128 with 4 (cluster 1
+// or 2; three consumer warpgroups, 512 threads). Returns the launch error
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
+
+// Experiment switch (host state, not thread safe, for the benchmark's own launches): 192-row
+// tiles issue without turns among their three consumer warpgroups (ConsumerLoopSingle) while
+// set. Default: with turns.
+void SetGemmFp8FreeIssue(bool free_issue);
 
 // How many CTAs of this configuration fit on the current device at once (whole clusters); 0 for
 // a configuration not built or on a CUDA error.

@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 
@@ -315,7 +316,21 @@ INSTANTIATE_TEST_SUITE_P(
                       // 192-column tiles in clusters of 2 (B multicast), an odd M tile count.
                       DenseCase{GemmVariant::kNT, 1100, 1000, 1024, Config(128, 192, 4, 3, 2)},
                       DenseCase{GemmVariant::kTN, 400, 136, 512, Config(128, 192, 4, 8, 2)},
-                      DenseCase{GemmVariant::kNN, 300, 208, 384, Config(128, 192, 4, 8, 2)}),
+                      DenseCase{GemmVariant::kNN, 300, 208, 384, Config(128, 192, 4, 8, 2)},
+                      // 192x128 tiles (three consumer warpgroups): ragged M and N, M below
+                      // one tile and one row, several tiles along both, TN and NN.
+                      DenseCase{GemmVariant::kNT, 300, 200, 384, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kNT, 520, 392, 1024, Config(192, 128, 4, 3)},
+                      DenseCase{GemmVariant::kNT, 100, 136, 256, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kNT, 1, 136, 128, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kNT, 1024, 1152, 2048, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kTN, 400, 392, 512, Config(192, 128, 4)},
+                      DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(192, 128, 4, 3)},
+                      // 192x128 in clusters of 2 (B multicast): odd M tile counts (3, 1).
+                      DenseCase{GemmVariant::kNT, 500, 392, 1024, Config(192, 128, 4, 3, 2)},
+                      DenseCase{GemmVariant::kNT, 150, 1000, 512, Config(192, 128, 4, 8, 2)},
+                      DenseCase{GemmVariant::kTN, 400, 136, 512, Config(192, 128, 4, 8, 2)},
+                      DenseCase{GemmVariant::kNN, 300, 208, 384, Config(192, 128, 4, 8, 2)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
@@ -331,7 +346,7 @@ TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   const int64_t total = ends.back(), experts = ends.size(), n = 320, k = 512, kb = k / 128;
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 8),
                                    Config(128, 128, 6, 8, 2), Config(64, 64, 8),
-                                   Config(128, 192, 4)}) {
+                                   Config(128, 192, 4), Config(192, 128, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -362,7 +377,7 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   const int64_t total = ends.back(), experts = ends.size(), m = 200, n = 136, tb = total / 128;
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 6),
                                    Config(128, 128, 5, 8, 2), Config(64, 64, 8),
-                                   Config(128, 192, 4)}) {
+                                   Config(128, 192, 4), Config(192, 128, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -587,7 +602,13 @@ INSTANTIATE_TEST_SUITE_P(
         // 64x64, 64 tiles: 2 slices each; 128x64 in clusters of 2.
         DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 64, 8)},
         DenseCase{GemmVariant::kNT, 130, 1000, 1024, Config(128, 64, 8, 8, 2)},
-        DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)}),
+        DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)},
+        // 192x128: 16 tiles, 16 K blocks: 4 slices each. 8 CTAs in clusters of 2: 5 M tiles
+        // (odd: the last pair's second tile lies wholly past M) x 10 N tiles = 30 pairs on 4
+        // clusters, 2 pairs in 2 slices. TN: 12 tiles in 2 slices.
+        DenseCase{GemmVariant::kNT, 300, 1000, 2048, Config(192, 128, 4)},
+        DenseCase{GemmVariant::kNT, 900, 1200, 1024, WithCtas(Config(192, 128, 4, 3, 2), 8)},
+        DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(192, 128, 4)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +
@@ -617,6 +638,36 @@ TEST(GemmCudaTest, SplitTailIsDeterministic) {
   dev[4]->CopyTo(second);
   EXPECT_EQ(std::memcmp(first.t.data, second.t.data, first.t.numel() * DTypeSize(first.t.dtype)),
             0);
+}
+
+// The experiment switch SetGemmFp8FreeIssue (192x128 tiles without turns among the three
+// consumer warpgroups) computes the same GEMM: NT ragged, in clusters of 2 with a split tail,
+// and TN.
+TEST(GemmCudaTest, FreeIssue192RowTilesMatchCpuBackendWithinBudget) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  struct Run {
+    GemmVariant variant;
+    int64_t m, n, k;
+    GpuRun run;
+  };
+  const Run runs[] = {
+      {GemmVariant::kNT, 520, 392, 1024, WithConfig(Config(192, 128, 4, 3))},
+      {GemmVariant::kNT, 900, 1200, 1024, WithScratch(WithCtas(Config(192, 128, 4, 3, 2), 8))},
+      {GemmVariant::kTN, 400, 392, 512, WithConfig(Config(192, 128, 4))}};
+  for (const Run& r : runs) {
+    for (const Mix& mix : GpuMixes()) {
+      const uint64_t seed = FreshSeed();
+      SCOPED_TRACE(testing::Message() << GemmVariantName(r.variant) << " " << r.m << "x" << r.n
+                                      << "x" << r.k << " " << mix.name << " seed " << seed);
+      std::mt19937_64 rng(seed);
+      HostOp op = MakeDense(r.variant, r.m, r.n, r.k, mix, rng);
+      struct FreeIssue {
+        FreeIssue() { cuda_gemm::SetGemmFp8FreeIssue(true); }
+        ~FreeIssue() { cuda_gemm::SetGemmFp8FreeIssue(false); }
+      } free_issue;
+      CheckAgainstCpu(op, r.run);
+    }
+  }
 }
 
 TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
@@ -789,6 +840,15 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
   EXPECT_EQ(ParseGemmConfig("bm128.bn160.s5.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseGemmConfig("bm64.bn192.s4.c1.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseGemmConfig("bm192.bn128.s4.c1.r8.p0").ok());
+  EXPECT_TRUE(ParseGemmConfig("bm192.bn128.s4.c2.r8.p0").ok());
+  EXPECT_EQ(ParseGemmConfig("bm192.bn192.s4.c1.r8.p0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(ParseGemmConfig("bm192.bn64.s4.c1.r8.p0").status().message())
+                .find("config.block_n=64"),
+            std::string::npos);
+  EXPECT_EQ(ParseGemmConfig("bm256.bn128.s4.c1.r8.p0").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

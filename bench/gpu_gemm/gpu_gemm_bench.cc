@@ -15,8 +15,7 @@
 //
 // --candidates times, in the same loop as ours and the peer, variants of each case's config
 // (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster, `mN` and `nN` the
-// tile's rows and columns, `free` makes 192-row tiles issue without turns (an experiment,
-// SetGemmFp8FreeIssue); joined by '+' they combine (s5+c2, m192+n128+s4+free). A candidate the
+// tile's rows and columns; joined by '+' they combine (s5+c2, m192+n128+s4). A candidate the
 // kernel does not build for that config (CheckGemmConfig) is skipped. Each appears in "candidates" with its time, its ratio to the peer, its speed over
 // the default ("vs_default") and its own max_rel_diff against the peer.
 //
@@ -198,21 +197,8 @@ struct Options {
   std::string trace;  // prefix of per-launch clock trace files (experiment); empty: none
 };
 
-// A variant of a case's config: the config, and whether 192-row tiles issue without turns.
-struct Candidate {
-  GemmConfig config;
-  bool free_issue = false;
-  bool operator==(const Candidate& o) const {
-    return config == o.config && free_issue == o.free_issue;
-  }
-  std::string Name() const {
-    return GemmConfigToString(config) + (free_issue ? "+free" : "");
-  }
-};
-
 // Applies a candidate spec (see the file comment) to `c`; false when the spec is malformed.
-bool ApplyCandidate(const std::string& spec, Candidate& cand) {
-  GemmConfig& c = cand.config;
+bool ApplyCandidate(const std::string& spec, GemmConfig& c) {
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t plus = std::min(spec.find('+', start), spec.size());
@@ -225,8 +211,6 @@ bool ApplyCandidate(const std::string& spec, Candidate& cand) {
       c.block_m = std::atoi(part.c_str() + 1);
     } else if (part.size() >= 2 && part[0] == 'n' && std::isdigit(part[1])) {
       c.block_n = std::atoi(part.c_str() + 1);
-    } else if (part == "free") {
-      cand.free_issue = true;
     } else {
       return false;
     }
@@ -315,23 +299,19 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   bool ok = true;
   const uint64_t scratch_bytes = opt.split ? GemmFp8ScratchBytes(bind(0)) : 0;
   DeviceBuffer scratch(std::max<uint64_t>(scratch_bytes, 256));
-  auto launch = [&](int s, const GemmConfig& cfg, bool free_issue = false) {
-    cuda_gemm::SetGemmFp8FreeIssue(free_issue);
+  auto launch = [&](int s, const GemmConfig& cfg) {
     const absl::Status st =
         LaunchGemmFp8(bind(s), cfg, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
-    cuda_gemm::SetGemmFp8FreeIssue(false);
     if (!st.ok()) {
       std::fprintf(stderr, "%s: %s\n", c.name, std::string(st.message()).c_str());
       ok = false;
     }
   };
   auto ours = [&](int s) { launch(s, config); };
-  std::vector<Candidate> cand;
+  std::vector<GemmConfig> cand;
   for (const std::string& spec : opt.candidates) {
-    Candidate v;
-    v.config = config;
-    if (ApplyCandidate(spec, v) && CheckGemmConfig(v.config).ok() &&
-        !(v == Candidate{config, false}) &&
+    GemmConfig v = config;
+    if (ApplyCandidate(spec, v) && CheckGemmConfig(v).ok() && v != config &&
         std::find(cand.begin(), cand.end(), v) == cand.end()) {
       cand.push_back(v);
     }
@@ -373,7 +353,7 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     t_ours.push_back(TimeBatches(ours, sets, per_sample, start, stop, rotation));
     if (peer_ok) t_peer.push_back(TimeBatches(cublas, sets, per_sample, start, stop, rotation));
     for (size_t j = 0; j < cand.size(); ++j) {
-      auto run = [&](int s) { launch(s, cand[j].config, cand[j].free_issue); };
+      auto run = [&](int s) { launch(s, cand[j]); };
       t_cand[j].push_back(TimeBatches(run, sets, per_sample, start, stop, rotation));
     }
   }
@@ -404,8 +384,8 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     };
     for (uint16_t v : x) nonzero += (v & 0x7FFF) != 0;
     max_rel = max_rel_of(x);
-    for (const Candidate& v : cand) {
-      launch(0, v.config, v.free_issue);
+    for (const GemmConfig& v : cand) {
+      launch(0, v);
       BENCH_CHECK_CUDA(cudaMemcpy(x.data(), d_ours.ptr, x.size() * 2, cudaMemcpyDeviceToHost));
       cand_rel.push_back(max_rel_of(x));
     }
@@ -417,12 +397,10 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     std::vector<uint32_t> host(cuda_gemm::kTraceWords);
     for (size_t j = 0; j <= cand.size(); ++j) {
       BENCH_CHECK_CUDA(cudaMemset(tbuf.ptr, 0, tbuf.bytes));
-      const Candidate cfg = j == 0 ? Candidate{config, false} : cand[j - 1];
+      const GemmConfig& cfg = j == 0 ? config : cand[j - 1];
       cuda_gemm::SetGemmFp8Trace(static_cast<uint32_t*>(tbuf.ptr));
-      cuda_gemm::SetGemmFp8FreeIssue(cfg.free_issue);
-      const absl::Status st = LaunchGemmFp8(bind(1), cfg.config, nullptr,
-                                            scratch_bytes > 0 ? scratch.ptr : nullptr);
-      cuda_gemm::SetGemmFp8FreeIssue(false);
+      const absl::Status st =
+          LaunchGemmFp8(bind(1), cfg, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
       cuda_gemm::SetGemmFp8Trace(nullptr);
       BENCH_CHECK_CUDA(cudaDeviceSynchronize());
       if (!st.ok()) continue;
@@ -430,7 +408,7 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
       std::string name = c.name;
       std::replace(name.begin(), name.end(), '^', 'p');
       const std::string path =
-          absl::StrCat(opt.trace, "_", name, "_", cfg.Name(), ".bin");
+          absl::StrCat(opt.trace, "_", name, "_", GemmConfigToString(cfg), ".bin");
       if (FILE* f = std::fopen(path.c_str(), "wb")) {
         std::fwrite(host.data(), 4, host.size(), f);
         std::fclose(f);
@@ -467,7 +445,7 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     absl::StrAppend(&out, ",\"candidates\":[");
     for (size_t j = 0; j < cand.size(); ++j) {
       const double cms = Median(t_cand[j]);
-      absl::StrAppend(&out, j ? "," : "", "{\"config\":\"", cand[j].Name(),
+      absl::StrAppend(&out, j ? "," : "", "{\"config\":\"", GemmConfigToString(cand[j]),
                       "\",\"ms\":", cms, ",\"tflops\":", flops / cms / 1e9,
                       ",\"vs_default\":", ms / cms);
       if (peer_ok) absl::StrAppend(&out, ",\"ratio\":", Median(t_peer) / cms);
@@ -506,7 +484,7 @@ int main(int argc, char** argv) {
         if (comma > start) opt.candidates.push_back(arg.substr(start, comma - start));
         start = comma + 1;
       }
-      Candidate probe;
+      GemmConfig probe;
       for (const std::string& spec : opt.candidates) {
         if (!ApplyCandidate(spec, probe)) {
           std::fprintf(stderr, "bad candidate \"%s\"\n", spec.c_str());

@@ -929,11 +929,12 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
 // The consumer loop with one partial per warpgroup (wide tiles, 192-row tiles). As
 // ConsumerLoop, the warpgroup walks the K blocks of all its tiles as one sequence; the next block
 // is issued into the partial as soon as the last one is promoted, before the epilogue of a
-// finished tile. kTurns: the warpgroups issue in a ring (see above); without, each issues as
-// soon as its own chain allows.
+// finished tile. The warpgroups issue in a ring (see above).
+// NOTE: 192x128 tiles without the turns (each warpgroup issuing as soon as its own chain allowed)
+// were no faster on an H100: 0.91-1.00x of the ring in clusters of 2 (bench/RESULTS.md, gemm8).
 // NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
 // path, before the partial is read; the loop leaves only with nothing in flight (C751x).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB, bool kTurns>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoopSingle(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
     int work_stride, uint8_t* smem, uint32_t rank) {
@@ -973,25 +974,21 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     --issue_left;
     return true;
   };
-  // With turns, consumer c issues a block when consumer c-1 has issued the same block, consumer
-  // 0 when the last consumer has issued the one before (its first at once: the last consumer
-  // arrives ahead). The trace has room for two consumer warpgroups.
+  // Consumer c issues a block when consumer c-1 has issued the same block, consumer 0 when the
+  // last consumer has issued the one before (its first at once: the last consumer arrives
+  // ahead). The trace has room for two consumer warpgroups.
   Tracer tr(p, consumer, tid == 0 && consumer < 2);
   auto issue = [&](float(&part)[kAcc]) {
     BarrierWait(base + L::kFull + 8 * stage, phase);
     tr.Mark(3);
-    if constexpr (kTurns) NamedBarrierSync(kTurnBarrier + consumer, 256);
+    NamedBarrierSync(kTurnBarrier + consumer, 256);
     tr.Mark(6);
     IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
                         base + L::kB + stage * L::kTileBBytes);
-    if constexpr (kTurns) {
-      NamedBarrierArrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
-    }
+    NamedBarrierArrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
     Advance<kStages>(stage, phase);
   };
-  if constexpr (kTurns) {
-    if (consumer == kConsumers - 1) NamedBarrierArrive(kTurnBarrier, 256);
-  }
+  if (consumer == kConsumers - 1) NamedBarrierArrive(kTurnBarrier, 256);
 
   float acc[kAcc];
 #pragma unroll
@@ -1047,16 +1044,13 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   }
   WgmmaWait<0>();
   // The last consumer's last arrival on consumer 0's turn barrier has no issue to wait for it.
-  if constexpr (kTurns) {
-    if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
-  }
+  if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
 }
 
 // ---- The kernel -----------------------------------------------------------------------------
 
 
-// kTurns: the one-partial consumer loop's warpgroups issue in a ring (ConsumerLoopSingle).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kTurns>
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p,
                   const __grid_constant__ CUtensorMap map_a,
@@ -1097,12 +1091,14 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   // initialised cluster-wide first.
   if constexpr (kCluster > 1) ClusterSync();
   const uint32_t rank = kCluster > 1 ? ClusterRank() : 0;
-  const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
+  // NOTE: each role builds its scheduler after setmaxnreg: built before, its fields lived across
+  // the register cut, and the 192-row tile's consumers (152 registers) spilled one of them.
   const int first_work = blockIdx.x / kCluster;
   const int work_stride = gridDim.x / kCluster;
 
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R::kProducerRegs));
+    const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
     int stage = 0;
     uint32_t phase = 0;
     if (warp == 0) {
@@ -1188,14 +1184,15 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
+    const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
     if constexpr (kBlockN > 128 || kBlockM > 128) {
       if (p.b_scale_per_row) {
-        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, true, kTurns>(
+        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, true>(
             p, sched, first_work, work_stride, smem, rank);
       } else {
-        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, false, kTurns>(
+        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, false>(
             p, sched, first_work, work_stride, smem, rank);
       }
     } else if (p.b_scale_per_row) {
@@ -1231,11 +1228,11 @@ cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cuda
 
 // CTAs of this instantiation that fit on the current device at once (whole clusters), after
 // opting in to its shared memory; cached per device. 0 with `err` set on failure.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kTurns = true>
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
 int ResidentCtas(cudaError_t& err) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices];
-  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kTurns>;
+  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>;
   int device = 0;
   err = cudaGetDevice(&device);
   if (err != cudaSuccess) return 0;
@@ -1313,12 +1310,12 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
 
 uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kTurns>
+template <int kBlockM, int kBlockN, int kStages, int kCluster>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kTurns>(err);
+  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
   if (err != cudaSuccess) return err;
   KernelParams p = params;
   p.trace = g_trace;
@@ -1339,32 +1336,13 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(num_ctas, &cluster, stream);
-  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kTurns>,
-                            p, map_a, map_b);
-}
-
-bool g_free_issue = false;  // SetGemmFp8FreeIssue
-
-// The launch of one built tile: 192-row tiles also without turns (an experiment's switch).
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
-cudaError_t LaunchTile(const KernelParams& params, const CUtensorMap& map_a,
-                       const CUtensorMap& map_b, int num_ctas, int max_useful, void* workspace,
-                       uint64_t workspace_bytes, cudaStream_t stream) {
-  if constexpr (kBlockM == 192) {
-    if (g_free_issue) {
-      return Launch<kBlockM, kBlockN, kStages, kCluster, false>(
-          params, map_a, map_b, num_ctas, max_useful, workspace, workspace_bytes, stream);
-    }
-  }
-  return Launch<kBlockM, kBlockN, kStages, kCluster, true>(
-      params, map_a, map_b, num_ctas, max_useful, workspace, workspace_bytes, stream);
+  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, p,
+                            map_a, map_b);
 }
 
 }  // namespace
 
 void SetGemmFp8Trace(uint32_t* trace) { g_trace = trace; }
-
-void SetGemmFp8FreeIssue(bool free_issue) { g_free_issue = free_issue; }
 
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
   return SplitFlagBytes(sm_count) + static_cast<uint64_t>(sm_count) * 128 * 192 * sizeof(float);
@@ -1397,8 +1375,8 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
 #define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
   if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
-    return LaunchTile<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas,          \
-                                    workspace, workspace_bytes, stream);                      \
+    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, workspace,    \
+                                workspace_bytes, stream);                                     \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH

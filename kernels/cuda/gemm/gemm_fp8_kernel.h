@@ -103,11 +103,6 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
 
-// Experiment switch (host state, not thread safe, for the benchmark's own launches): 192-row
-// tiles issue without turns among their three consumer warpgroups (ConsumerLoopSingle) while
-// set. Default: with turns.
-void SetGemmFp8FreeIssue(bool free_issue);
-
 // How many CTAs of this configuration fit on the current device at once (whole clusters); 0 for
 // a configuration not built or on a CUDA error.
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster);

@@ -34,7 +34,6 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
-#include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 
@@ -638,36 +637,6 @@ TEST(GemmCudaTest, SplitTailIsDeterministic) {
   dev[4]->CopyTo(second);
   EXPECT_EQ(std::memcmp(first.t.data, second.t.data, first.t.numel() * DTypeSize(first.t.dtype)),
             0);
-}
-
-// The experiment switch SetGemmFp8FreeIssue (192x128 tiles without turns among the three
-// consumer warpgroups) computes the same GEMM: NT ragged, in clusters of 2 with a split tail,
-// and TN.
-TEST(GemmCudaTest, FreeIssue192RowTilesMatchCpuBackendWithinBudget) {
-  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
-  struct Run {
-    GemmVariant variant;
-    int64_t m, n, k;
-    GpuRun run;
-  };
-  const Run runs[] = {
-      {GemmVariant::kNT, 520, 392, 1024, WithConfig(Config(192, 128, 4, 3))},
-      {GemmVariant::kNT, 900, 1200, 1024, WithScratch(WithCtas(Config(192, 128, 4, 3, 2), 8))},
-      {GemmVariant::kTN, 400, 392, 512, WithConfig(Config(192, 128, 4))}};
-  for (const Run& r : runs) {
-    for (const Mix& mix : GpuMixes()) {
-      const uint64_t seed = FreshSeed();
-      SCOPED_TRACE(testing::Message() << GemmVariantName(r.variant) << " " << r.m << "x" << r.n
-                                      << "x" << r.k << " " << mix.name << " seed " << seed);
-      std::mt19937_64 rng(seed);
-      HostOp op = MakeDense(r.variant, r.m, r.n, r.k, mix, rng);
-      struct FreeIssue {
-        FreeIssue() { cuda_gemm::SetGemmFp8FreeIssue(true); }
-        ~FreeIssue() { cuda_gemm::SetGemmFp8FreeIssue(false); }
-      } free_issue;
-      CheckAgainstCpu(op, r.run);
-    }
-  }
 }
 
 TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {

@@ -16,8 +16,9 @@
 // --candidates times, in the same loop as ours and the peer, variants of each case's config
 // (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster, `mN` and `nN` the
 // tile's rows and columns; joined by '+' they combine (s5+c2, m192+n128+s4). A candidate the
-// kernel does not build for that config (CheckGemmConfig) is skipped. Each appears in "candidates" with its time, its ratio to the peer, its speed over
-// the default ("vs_default") and its own max_rel_diff against the peer.
+// kernel does not build for that config (CheckGemmConfig) is skipped. Each appears in
+// "candidates" with its time, its ratio to the peer, its speed over the default ("vs_default")
+// and its own max_rel_diff against the peer.
 //
 // --only runs the cases whose name contains any of the comma-separated substrings. Ours runs
 // with the scratch GemmFp8ScratchBytes asks for, as the CUDA backend passes it (so the split

@@ -4,9 +4,10 @@
 Usage: trace_summary.py FILE.bin...   (layout: kernels/cuda/gemm/gemm_fp8_kernel.h, kTraceWords)
 
 Per CTA (0, 1) and consumer warpgroup, medians in SM clock cycles over K blocks 8..n-2:
-  wide tile (128x192, ConsumerLoopWide): marks 0 head, 1 own wgmmas done, 2 promoted, 3 next
-    stage full, 6 turn barrier passed (BAR.SYNC is deferred: its wait can land after the mark,
-    in "issue"), 4 next block issued, 5 epilogue done;
+  one-partial tiles (128x192, 192x128: ConsumerLoopSingle): marks 0 head, 1 own wgmmas done,
+    2 promoted, 3 next stage full, 6 turn barrier passed (BAR.SYNC is deferred: its wait can
+    land after the mark, in "issue"), 4 next block issued, 5 epilogue done; only consumer
+    warpgroups 0 and 1 are recorded;
   128-column tiles (ConsumerLoop): 0 head, 6 next stage full, 3 next block issued, 1 oldest
     block done, 2 promoted, released and stored (if its tile ended).
 and for the TMA thread (slot 2) and the B-scale warp (slot 3) the wait for a free stage; "tma

@@ -94,7 +94,7 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
 
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   std::vector<GemmConfig> out;
-  for (int block_m : {128, 64}) {
+  for (int block_m : {128, 192, 64}) {
     for (int block_n : {128, 192, 64}) {
       for (int cluster : {1, 2}) {
         for (int stages = 1; stages <= 8; ++stages) {
@@ -112,8 +112,11 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   return out;
 }
 
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count,
-                               bool nt) {
+// K (reduction) up to which NT problems that get wide tiles take the 192x128 tile.
+constexpr int64_t kShortK = 7168;
+
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
+                               int sm_count, bool nt) {
   GemmConfig c;
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block.
@@ -148,6 +151,17 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int s
     const int64_t clusters = std::max<int64_t>(1, sms / 2);
     const int64_t cluster_waves = ((m_tiles + 1) / 2 * n192 + clusters - 1) / clusters;
     if (nt && m_tiles >= 2 && cluster_waves >= 8) c.cluster = 2;
+    // NOTE: where K is short, the 192x128 tile (three consumer warpgroups, each storing a 64x128
+    // third of the tile at its end) in clusters of 2 was 2-7% faster than 128x192 on an H100:
+    // 4096^3, 16384x8192x5120, 8192x7168x2048, 4096x2112x7168 and 4096x24576x1536, in two or
+    // three runs each. With longer K, where the per-block rate decides, it was 3-7% slower
+    // (8192^3, 4096x7168x16384): its three warpgroups read more shared memory per FLOP
+    // (bench/RESULTS.md, branch gemm8). The cut is between the K of those two groups.
+    if (nt && groups == 1 && k <= kShortK && (rows + 191) / 192 >= 2) {
+      c.block_m = 192;
+      c.block_n = 128;
+      c.cluster = 2;
+    }
   }
   // Clusters of 2 with 128x128 tiles stay off by default: on an H100 they were no faster
   // (bench/RESULTS.md); the autotuner may still pick them.

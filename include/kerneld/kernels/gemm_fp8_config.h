@@ -45,20 +45,20 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text);
 // OK when the kernel builds `config`, else INVALID_ARGUMENT naming the field.
 absl::Status CheckGemmConfig(const GemmConfig& config);
 
-// Every (block_n, stages, cluster) combination CheckGemmConfig accepts for 128- and 64-row tiles,
-// with the given raster group and num_ctas 0, 128-column tiles first: the sm_90 autotune space
-// is built from it. The 192x128 tile is left out: on an H100 it lost to the heuristic's default
-// where waves are full and long (bench/RESULTS.md, branch gemm8); it runs when a config names it.
+// Every (block_m, block_n, stages, cluster) combination CheckGemmConfig accepts, with the given
+// raster group and num_ctas 0, 128-row and 128-column tiles first: the sm_90 autotune space is
+// built from it.
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 
 // The heuristic default, good without tuning, for a problem of `rows` rows of A (a's shape[0];
-// all groups' rows for M-grouped), `cols` output columns and `groups` separate outputs
-// (K-grouped; else 1) on a device of `sm_count` SMs; `nt`: the variant is NT (or NN, which runs
-// as NT). 64x64 tiles for at most 64 rows; 128x64 when 128-column tiles would leave most SMs
-// idle; else 128x128 or 128x192, whichever waves of persistent CTAs are estimated to take less
-// time, the 128x192 tile in clusters of 2 for NT with 8 waves of clusters or more.
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t groups, int sm_count,
-                               bool nt);
+// all groups' rows for M-grouped), `cols` output columns, reduction `k` and `groups` separate
+// outputs (K-grouped; else 1) on a device of `sm_count` SMs; `nt`: the variant is NT (or NN,
+// which runs as NT). 64x64 tiles for at most 64 rows; 128x64 when 128-column tiles would leave
+// most SMs idle; else 128x128 or 128x192, whichever waves of persistent CTAs are estimated to
+// take less time, the 128x192 tile in clusters of 2 for NT with 8 waves of clusters or more, and
+// for NT with K <= 7168 the 192x128 tile in clusters of 2 instead of 128x192.
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
+                               int sm_count, bool nt);
 
 }  // namespace kd
 

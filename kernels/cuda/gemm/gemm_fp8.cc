@@ -103,7 +103,7 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
   }
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const bool nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
-  return HeuristicGemmConfig(rows, cols, groups, device.multiProcessorCount, nt);
+  return HeuristicGemmConfig(rows, cols, args.a.shape[1], groups, device.multiProcessorCount, nt);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {

@@ -106,7 +106,7 @@ TEST(ConfigSpaceTest, Sm90SpaceHoldsExactlyTheTilesTheKernelBuilds) {
     std::set<std::string> configs(space->configs.begin(), space->configs.end());
     size_t expected = 0;
     for (int raster : kSm90RasterGroups) {
-      for (int block_m : {64, 128, 256}) {
+      for (int block_m : {64, 128, 192, 256}) {
         for (int block_n : {32, 64, 96, 128, 192, 256}) {
           for (int cluster : {1, 2, 4}) {
             for (int stages = 1; stages <= 10; ++stages) {
@@ -135,14 +135,20 @@ TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
   const int32_t v = r.Find("gemm", "nt", "sm_90")->kernel_version;
   // 32x56 = 1792 tiles of 128x128 (14 waves on 132 SMs) or 16x38 = 608 pairs of 128x192 tiles
   // (10 waves on 66 clusters).
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 8192, v)),
+            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 8192, 1, 132, true)));
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 8192, v)), "bm128.bn192.s4.c2.r8.p0");
+  // With K up to 7168, NT takes 192x128 tiles in clusters of 2 instead, whatever the waves.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)),
-            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 1, 132, true)));
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm128.bn192.s4.c2.r8.p0");
+            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 2048, 1, 132, true)));
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm192.bn128.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 7168, v)), "bm192.bn128.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 7168, v)), "bm192.bn128.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 8192, v)), "bm128.bn192.s4.c1.r8.p0");
   // The other variants run it unclustered, as NT does with fewer waves (4096x2112: 3).
   EXPECT_EQ(*r.Default(Key("sm_90", "m_grouped_nt", 4096, 7168, 2048, v)),
             "bm128.bn192.s4.c1.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "tn", 4096, 7168, 2048, v)), "bm128.bn192.s4.c1.r8.p0");
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 7168, v)), "bm128.bn192.s4.c1.r8.p0");
   // 1x56 tiles leave most of 132 SMs idle: 64-column tiles.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 128, 7168, 2048, v)), "bm128.bn64.s8.c1.r8.p0");
   // At most 64 rows: 64-row tiles.

@@ -30,7 +30,9 @@ fi
 "$here/run_e2e.sh" "$bundle" "$out" 300 >> "$out/tests.log" 2>&1
 echo "=== run_e2e rc=$?" >> "$out/tests.log"
 if [ -x ./bin/gpu_gemm_bench ]; then
-  timeout 300 ./bin/gpu_gemm_bench --samples=${GEMM_SAMPLES:-7} > "$out/gemm.json" 2>> "$out/tests.log"
+  # GEMM_CANDIDATES (optional): --candidates of gpu_gemm_bench, timed in the same process.
+  timeout 300 ./bin/gpu_gemm_bench --samples=${GEMM_SAMPLES:-7} \
+    ${GEMM_CANDIDATES:+--candidates=$GEMM_CANDIDATES} > "$out/gemm.json" 2>> "$out/tests.log"
   echo "=== gpu_gemm_bench rc=$?" >> "$out/tests.log"
 fi
 if command -v cuobjdump > /dev/null; then

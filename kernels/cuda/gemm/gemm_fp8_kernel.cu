@@ -893,18 +893,32 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   return WideScales{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
 }
 
+// `v`, as a value the compiler cannot see through: it keeps it in a register rather than
+// recomputing it. The consumer loops' per-thread addresses derive from threadIdx.x, and under
+// register pressure ptxas re-read SR_TID.X (S2R) and redid the arithmetic in every K block, on
+// the chain from the wgmma wait to the next issue (ncu's PC samples at 8192^3: the S2R's
+// consumer stalled 6.7% of all samples; bench/RESULTS.md, session 5).
+__device__ __forceinline__ uint32_t Opaque(uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
 // acc += part * scale, with 128x128 B scales, for a wide tile: it starts at a multiple of
-// kAlign = gcd(kBlockN, 128) columns and spans at most two scale blocks, its first `split`
-// columns (kAlign or 128) in the first. Fragment column group j (8 columns) is in block 0 below
-// kAlign / 8, in block 1 from 16 on, and depends on `split` only in between.
+// kAlign = gcd(kBlockN, 128) columns and spans at most two scale blocks. Fragment column group j
+// (8 columns) is in block 0 below kAlign / 8 and in block 1 from 16 on; in between (192-column
+// tiles, which start 0 or 64 columns into a scale block) it is in block 0 exactly when the tile
+// starts at a block boundary (`mid_first`): one select per row and block instead of one per
+// group.
 template <int kBlockN>
 __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
-                                            const WideScales& sc, int split) {
+                                            const WideScales& sc, bool mid_first) {
   constexpr int kAlign = kBlockN % 128 == 0 ? 128 : 64;
   static_assert(kBlockN % 64 == 0 && 128 - kAlign + kBlockN <= 256,
                 "a wide tile spans at most two B scale blocks");
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) FenceOperand(part[i]);
+  const float m0 = mid_first ? sc.s00 : sc.s01;
+  const float m1 = mid_first ? sc.s10 : sc.s11;
 #pragma unroll
   for (int j = 0; j < kBlockN / 8; ++j) {
     float r0, r1;
@@ -912,9 +926,8 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
       r0 = sc.s00;
       r1 = sc.s10;
     } else if (j < 16) {
-      const bool first = 8 * j < split;
-      r0 = first ? sc.s00 : sc.s01;
-      r1 = first ? sc.s10 : sc.s11;
+      r0 = m0;
+      r1 = m1;
     } else {
       r0 = sc.s01;
       r1 = sc.s11;
@@ -946,11 +959,16 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
-  const int lane = tid % 32;
+  // NOTE: the per-thread values are pinned in registers (Opaque) for the 128-row tile only: the
+  // 192-row tile's consumers (152 registers) spilled ~190 bytes with them pinned.
+  constexpr bool kPin = kConsumers == 2;
+  auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
+  const int lane = static_cast<int>(pin(tid % 32));
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
-  const uint32_t sa_base = base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4);
-  const uint32_t sb_base = base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0);
+  const uint32_t sa_base =
+      pin(base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
@@ -996,14 +1014,14 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   int done_stage = 0;
   int done_tile = first_work - work_stride;
   int done_left = 0;
-  int split = 128;  // columns of the done tile in its first B scale block (wide tiles)
+  bool mid_first = true;  // the done tile starts at a B scale block boundary (wide tiles)
   auto next_done_tile = [&]() {
     do {
       done_tile += work_stride;
       done_left = done_tile < total ? blocks_of(done_tile) : 0;
     } while (done_tile < total && done_left == 0);
     if constexpr (kWide) {
-      if (done_tile < total) split = Uniform(128 - sched.Get(done_tile).n0 % 128);
+      if (done_tile < total) mid_first = Uniform(sched.Get(done_tile).n0 % 128) == 0;
     }
   };
   next_done_tile();
@@ -1024,7 +1042,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
       const WideScales sc = LoadWideScales(sa, sb);
       WgmmaWait<0>();
       tr.Mark(1);
-      PromoteWide<kBlockN>(acc, part, sc, split);
+      PromoteWide<kBlockN>(acc, part, sc, mid_first);
     }
     tr.Mark(2);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);

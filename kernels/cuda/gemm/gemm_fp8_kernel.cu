@@ -959,15 +959,15 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
-  // NOTE: the per-thread values are pinned in registers (Opaque) for the 128-row tile only: the
-  // 192-row tile's consumers (152 registers) spilled ~190 bytes with them pinned.
+  // NOTE: the lane and B scale address are pinned in registers (Opaque) for the 128-row tile
+  // only: the 192-row tile's consumers (152 registers) spilled ~190 bytes with all three pinned.
   constexpr bool kPin = kConsumers == 2;
   auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
   const int lane = static_cast<int>(pin(tid % 32));
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
   const uint32_t sa_base =
-      pin(base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+      Opaque(base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4));
   const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);

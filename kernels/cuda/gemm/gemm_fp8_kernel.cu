@@ -575,6 +575,16 @@ __device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& 
   StoreTile<kBlockN>(p, tile, consumer, acc, buf_addr, tid, bar_id);
 }
 
+// `v`, as a value the compiler cannot see through: it keeps it in a register rather than
+// recomputing it. The consumer loops' per-thread addresses derive from threadIdx.x, and under
+// register pressure ptxas re-read SR_TID.X (S2R) and redid the arithmetic in every K block, on
+// the chain from the wgmma wait to the next issue (ncu's PC samples at 8192^3: the S2R's
+// consumer stalled 6.7% of all samples; bench/RESULTS.md, session 5).
+__device__ __forceinline__ uint32_t Opaque(uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
 // ---- Consumer pieces ------------------------------------------------------------------------
 
 template <int kStages>
@@ -735,12 +745,18 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
-  const int lane = tid % 32;
+  // The per-thread values are pinned in registers (Opaque, see ConsumerLoopSingle): the A scale
+  // address always, the lane and B scale address for tiles of 64 columns only (with 128, whose
+  // accumulator and two partials take 192 registers, ptxas spilled 120-128 bytes).
+  constexpr bool kPin = kBlockN <= 64;
+  auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
+  const int lane = static_cast<int>(pin(tid % 32));
   // Shared addresses: everything below is the base plus constants and the stage.
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
-  const uint32_t sa_base = base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4);
-  const uint32_t sb_base = base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0);
+  const uint32_t sa_base =
+      Opaque(base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
@@ -891,16 +907,6 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   const float a1 = LoadSharedF32(sa + 8 * 4);
   const float2 b = LoadSharedF32x2(sb);
   return WideScales{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
-}
-
-// `v`, as a value the compiler cannot see through: it keeps it in a register rather than
-// recomputing it. The consumer loops' per-thread addresses derive from threadIdx.x, and under
-// register pressure ptxas re-read SR_TID.X (S2R) and redid the arithmetic in every K block, on
-// the chain from the wgmma wait to the next issue (ncu's PC samples at 8192^3: the S2R's
-// consumer stalled 6.7% of all samples; bench/RESULTS.md, session 5).
-__device__ __forceinline__ uint32_t Opaque(uint32_t v) {
-  asm volatile("" : "+r"(v));
-  return v;
 }
 
 // acc += part * scale, with 128x128 B scales, for a wide tile: it starts at a multiple of

@@ -151,12 +151,14 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     const int64_t clusters = std::max<int64_t>(1, sms / 2);
     const int64_t cluster_waves = ((m_tiles + 1) / 2 * n192 + clusters - 1) / clusters;
     if (nt && m_tiles >= 2 && cluster_waves >= 8) c.cluster = 2;
-    // NOTE: where K is short, the 192x128 tile (three consumer warpgroups, each storing a 64x128
-    // third of the tile at its end) in clusters of 2 was 2-7% faster than 128x192 on an H100:
-    // 4096^3, 16384x8192x5120, 8192x7168x2048, 4096x2112x7168 and 4096x24576x1536, in two or
-    // three runs each. With longer K, where the per-block rate decides, it was 3-7% slower
-    // (8192^3, 4096x7168x16384): its three warpgroups read more shared memory per FLOP
-    // (bench/RESULTS.md, branch gemm8). The cut is between the K of those two groups.
+    // NOTE: where K is short, the 192x128 tile (three consumer warpgroups) in clusters of 2 was
+    // 2-9% faster than 128x192 on an H100 (4096^3, 16384x8192x5120, 8192x7168x2048,
+    // 4096x2112x7168, 4096x24576x1536; two or three runs each); with longer K, where the
+    // per-block rate decides, 2-13% slower (8192^3, 4096x7168x16384): its three warpgroups read
+    // more shared memory per FLOP. Since the consumer loops pin their per-thread addresses, the
+    // margin is smaller: in one run 192x128 still led by 2-3% on 8192x7168x2048 and
+    // 4096x24576x1536 and was within 1.8% either way on the other three (bench/RESULTS.md,
+    // "FP8 GEMM", session 5). The cut is between the K of the two groups.
     if (nt && groups == 1 && k <= kShortK && (rows + 191) / 192 >= 2) {
       c.block_m = 192;
       c.block_n = 128;

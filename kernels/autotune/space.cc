@@ -71,7 +71,9 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-// 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
+// 7: M-grouped NT runs clusters of 2 (two M tiles of one group sharing its expert's B tile):
+// the m_grouped_nt space holds the cluster-2 configs, and their timings changed (before, they
+// ran unclustered). 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
 // heuristic's choice for NT with K <= 7168; the one-partial loop shared by 128x192 and 192x128.
 // 5: the split tail (the last wave's tiles split along K when it would leave half of the CTAs
 // idle; the CUDA backend's launches pass the scratch it needs): every dense config's time
@@ -79,7 +81,7 @@ ConfigSpace CpuGemmSpace() {
 // space and the heuristic; 3: double-buffered partial sums, staged epilogue, 64x64 tiles;
 // 2: the kernel's own config format (GemmConfigToString); 1 had a format of its own. Timings of
 // an older version are stale.
-constexpr int32_t kSm90GemmVersion = 6;
+constexpr int32_t kSm90GemmVersion = 7;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -94,10 +96,11 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   s.variant = std::string(variant);
   s.arch_family = "sm_90";
   s.kernel_version = kSm90GemmVersion;
-  const bool dense = variant == "nt" || variant == "tn";
+  // K-grouped runs unclustered (LaunchGemmFp8 says why): its cluster configs would repeat c1.
+  const bool clusters = variant != "k_grouped_tn";
   for (int raster : kSm90RasterGroups) {
     for (const GemmConfig& c : BuiltGemmTiles(raster)) {
-      if (c.cluster == 1 || dense) s.configs.push_back(GemmConfigToString(c));
+      if (c.cluster == 1 || clusters) s.configs.push_back(GemmConfigToString(c));
     }
   }
   s.heuristic = [](const TuneKey& key) {

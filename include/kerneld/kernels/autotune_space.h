@@ -101,8 +101,8 @@ std::string FormatCpuGemmConfig(int64_t tile_n);
 // sm_90 GEMM (kernels/cuda/gemm/): the kernel's own format and parser, GemmConfigToString and
 // ParseGemmConfig of kerneld/kernels/gemm_fp8_config.h ("bm128.bn128.s6.c1.r8.p0"). The space
 // holds every tile, stage and cluster combination CheckGemmConfig accepts (BuiltGemmTiles), each
-// with raster groups kSm90RasterGroups and num_ctas 0; clusters of 2 only for the dense variants
-// (the grouped ones run unclustered). Variants nt, tn, m_grouped_nt, k_grouped_tn (the kernel
+// with raster groups kSm90RasterGroups and num_ctas 0; clusters of 2 for all but k_grouped_tn
+// (which runs unclustered). Variants nt, tn, m_grouped_nt, k_grouped_tn (the kernel
 // does not run nn). Its heuristic is HeuristicGemmConfig with Sm90SmCount(key.device) SMs, the
 // same default the CUDA backend runs when a GEMM comes without a config.
 constexpr int kSm90RasterGroups[] = {8, 4, 16};

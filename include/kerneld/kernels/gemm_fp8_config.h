@@ -25,7 +25,8 @@ struct GemmConfig {
   int block_n = 128;     // tile columns: 64, 128 or 192
   int stages = 6;        // shared-memory pipeline depth
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
-                         // B tile once (TMA multicast). NT and TN only; grouped variants run 1.
+                         // B tile once (TMA multicast). NT, TN, NN and M-grouped (two tiles
+                         // of one group); K-grouped runs 1.
   int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
   int num_ctas = 0;      // persistent CTAs; 0 = as many as fit at once (one per SM)
 

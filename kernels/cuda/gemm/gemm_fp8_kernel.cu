@@ -121,6 +121,17 @@ __device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const CUtensorMap*
       : "memory");
 }
 
+__device__ __forceinline__ void TmaLoad3dMulticast(void* dst, const CUtensorMap* map,
+                                                   uint64_t* bar, int c0, int c1, int c2,
+                                                   uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar)),
+      "h"(mask)
+      : "memory");
+}
+
 // Arrives on the barrier at shared address `addr`'s offset in CTA `cta` of this cluster.
 __device__ __forceinline__ void BarrierArriveCluster(uint32_t addr, uint32_t cta) {
   asm volatile(
@@ -219,7 +230,8 @@ __device__ __forceinline__ uint64_t SmemDesc(uint32_t lo) {
 // ---- Tile order -----------------------------------------------------------------------------
 
 struct Tile {
-  int m0 = 0;        // first row of A (global row; for M-grouped inside the group's rows)
+  int m0 = 0;        // first row of A (global row; M-grouped: from the group's first row; a
+                     // cluster's last tile may start at or past row_end, and then stores nothing)
   int n0 = 0;        // first output column
   int row_end = 0;   // rows at or past this are not stored
   int group = 0;
@@ -244,8 +256,12 @@ __device__ __forceinline__ void Raster(int t, int num_m, int num_n, int band, in
   ni = r / rows;
 }
 
-// Work item t of this CTA. With a cluster of kCluster CTAs (dense mode only), a work item is
-// kCluster M-adjacent tiles sharing one N tile; CTA `rank` of the cluster takes the rank-th.
+// Work item t of this CTA. With a cluster of kCluster CTAs (dense and M-grouped modes), a work
+// item is kCluster M-adjacent tiles sharing one N tile (M-grouped: of one group, so one expert's
+// B tile); CTA `rank` of the cluster takes the rank-th. A tile at or past the rows' end (an odd
+// tile count) still runs its K blocks, as its B half and stage releases are the peer's, but
+// stores nothing: its A rows read as zero past the tensor (TMA) and as the next group's rows
+// before it, and its A scales as zero past the tensor.
 template <int kBlockM, int kBlockN, int kCluster>
 struct Scheduler {
   const KernelParams& p;
@@ -276,10 +292,11 @@ struct Scheduler {
       }
       const int g = lo;
       const int rows = groups.begin[g + 1] - groups.begin[g];
-      Raster(t - groups.tile_start[g], (rows + kBlockM - 1) / kBlockM, num_n, p.raster_group, mi,
-             ni);
+      const int m_tiles = (rows + kBlockM - 1) / kBlockM;
+      Raster(t - groups.tile_start[g], (m_tiles + kCluster - 1) / kCluster, num_n,
+             p.raster_group, mi, ni);
       tile.group = g;
-      tile.m0 = groups.begin[g] + mi * kBlockM;
+      tile.m0 = groups.begin[g] + (mi * kCluster + rank) * kBlockM;
       tile.row_end = groups.begin[g + 1];
       tile.kb_end = p.k / kBlockK;
     } else if (p.mode == KernelMode::kKGrouped) {
@@ -315,8 +332,9 @@ struct Scheduler {
 };
 
 // Reads and clamps the group ends (non-decreasing, within [0, rows]) and, for M-grouped, counts
-// each group's tiles. Called by the whole CTA; ends with __syncthreads.
-template <int kBlockM, int kBlockN>
+// each group's work items (ceil(m tiles / kCluster) per N tile). Called by the whole CTA; ends
+// with __syncthreads.
+template <int kBlockM, int kBlockN, int kCluster>
 __device__ void BuildGroupTable(const KernelParams& p, GroupTable& table) {
   const int rows = p.mode == KernelMode::kKGrouped ? p.k : p.m;
   for (int g = threadIdx.x; g < p.num_groups; g += blockDim.x) {
@@ -332,7 +350,8 @@ __device__ void BuildGroupTable(const KernelParams& p, GroupTable& table) {
     for (int g = 0; g < p.num_groups; ++g) {
       table.begin[g + 1] = max(table.begin[g + 1], table.begin[g]);
       const int size = table.begin[g + 1] - table.begin[g];
-      table.tile_start[g + 1] = table.tile_start[g] + (size + kBlockM - 1) / kBlockM * num_n;
+      const int m_tiles = (size + kBlockM - 1) / kBlockM;
+      table.tile_start[g + 1] = table.tile_start[g] + (m_tiles + kCluster - 1) / kCluster * num_n;
     }
   }
   __syncthreads();
@@ -1107,7 +1126,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   if (p.mode != KernelMode::kDense) {
-    BuildGroupTable<kBlockM, kBlockN>(p, groups);
+    BuildGroupTable<kBlockM, kBlockN, kCluster>(p, groups);
   } else {
     __syncthreads();
   }
@@ -1139,14 +1158,21 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             tr.Next();
             BarrierArriveExpectTx(&full[stage], kTileABytes + L::kTileBBytes);
             TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
+            constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
+            constexpr uint16_t kMask = static_cast<uint16_t>((1u << kCluster) - 1);
             if (p.mode == KernelMode::kMGrouped) {
-              TmaLoad3d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
-                        tile.n0, tile.group);
+              if constexpr (kCluster > 1) {
+                TmaLoad3dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
+                                   &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
+                                   tile.group, kMask);
+              } else {
+                TmaLoad3d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
+                          tile.n0, tile.group);
+              }
             } else if constexpr (kCluster > 1) {
-              constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
               TmaLoad2dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
                                  &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
-                                 static_cast<uint16_t>((1u << kCluster) - 1));
+                                 kMask);
             } else {
               TmaLoad2d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
                         tile.n0);
@@ -1397,6 +1423,8 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
+  // K-grouped's scheduler pairs no tiles: in a cluster both CTAs would run the same ones.
+  if (params.mode == KernelMode::kKGrouped && cluster != 1) return cudaErrorInvalidValue;
 #define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
   if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
     return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, workspace,    \

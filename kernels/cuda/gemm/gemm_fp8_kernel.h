@@ -85,8 +85,9 @@ void SetGemmFp8Trace(uint32_t* trace);
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
 // Launches the kernel with a `block_m` x `block_n` tile, `stages` pipeline stages and clusters
-// of `cluster` CTAs (2: M-adjacent tiles share their B tile through TMA multicast; dense mode
-// only, and map_b's box must then be block_n / 2 rows) on `num_ctas` persistent CTAs, or, when
+// of `cluster` CTAs (2: M-adjacent tiles share their B tile through TMA multicast, in M-grouped
+// mode two tiles of one group; dense and M-grouped modes only, and map_b's box must then be
+// block_n / 2 rows) on `num_ctas` persistent CTAs, or, when
 // `num_ctas` <= 0, on as many as fit at once but at most `max_useful_ctas`. With `workspace`
 // (`workspace_bytes` of device memory, 256-byte aligned, stream-ordered, nothing else using it)
 // in dense mode, the tiles of a last wave that would leave at least half of the CTAs idle are
@@ -97,7 +98,8 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 // with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1 or 2), 128x64
 // with 6 or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1), 192x128 with 4 (cluster 1
 // or 2; three consumer warpgroups, 512 threads). Returns the launch error
-// (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built).
+// (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built, or K-grouped
+// mode in a cluster).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,

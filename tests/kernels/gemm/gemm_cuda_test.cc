@@ -339,36 +339,103 @@ INSTANTIATE_TEST_SUITE_P(
              (c.b_stride > 0 ? "_ldb" + std::to_string(c.b_stride) : "");
     });
 
+GemmConfig WithCtas(GemmConfig c, int num_ctas) {
+  c.num_ctas = num_ctas;
+  return c;
+}
+
+// M-grouped NT: a (T, k), experts' b (E, n, k), group ends `ends` (E of them, the last T).
+HostOp MakeMGrouped(const std::vector<int64_t>& ends, int64_t n, int64_t k, const Mix& mix,
+                    std::mt19937_64& rng) {
+  const int64_t total = ends.back(), experts = ends.size(), kb = k / 128;
+  HostOp op;
+  op.tensors.push_back(MakeHost(DType::kE4M3FN, {total, k}));
+  op.tensors.push_back(MakeHost(DType::kF32, {total, kb}));
+  op.tensors.push_back(MakeHost(DType::kE4M3FN, {experts, n, k}));
+  op.tensors.push_back(MakeHost(DType::kF32, {experts, (n + 127) / 128, kb}));
+  op.tensors.push_back(MakeHost(mix.out, {total, n}));
+  op.tensors.push_back(Ends(ends));
+  FillFp8(op.tensors[0], mix.a, rng);
+  FillScales(op.tensors[1], mix.scale_magnitude, rng);
+  FillFp8(op.tensors[2], mix.b, rng);
+  FillScales(op.tensors[3], 0, rng);
+  if (mix.accumulate) FillGaussian(op.tensors[4], rng);
+  op.args.variant = GemmVariant::kMGroupedNT;
+  op.args.accumulate = mix.accumulate;
+  op.args = Bind(op.args, op.tensors);
+  return op;
+}
+
 TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
-  const int64_t total = ends.back(), experts = ends.size(), n = 320, k = 512, kb = k / 128;
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 8),
                                    Config(128, 128, 6, 8, 2), Config(64, 64, 8),
-                                   Config(128, 192, 4), Config(192, 128, 4)}) {
+                                   Config(128, 192, 4), Config(192, 128, 4),
+                                   Config(128, 192, 4, 8, 2), Config(192, 128, 4, 8, 2)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
-      SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
+      SCOPED_TRACE(testing::Message() << mix.name << " " << GemmConfigToString(config)
+                                      << " seed " << seed);
       std::mt19937_64 rng(seed);
-      HostOp op;
-      op.tensors.push_back(MakeHost(DType::kE4M3FN, {total, k}));
-      op.tensors.push_back(MakeHost(DType::kF32, {total, kb}));
-      op.tensors.push_back(MakeHost(DType::kE4M3FN, {experts, n, k}));
-      op.tensors.push_back(MakeHost(DType::kF32, {experts, (n + 127) / 128, kb}));
-      op.tensors.push_back(MakeHost(mix.out, {total, n}));
-      op.tensors.push_back(Ends(ends));
-      FillFp8(op.tensors[0], mix.a, rng);
-      FillScales(op.tensors[1], mix.scale_magnitude, rng);
-      FillFp8(op.tensors[2], mix.b, rng);
-      FillScales(op.tensors[3], 0, rng);
-      if (mix.accumulate) FillGaussian(op.tensors[4], rng);
-      op.args.variant = GemmVariant::kMGroupedNT;
-      op.args.accumulate = mix.accumulate;
-      op.args = Bind(op.args, op.tensors);
+      HostOp op = MakeMGrouped(ends, 320, 512, mix, rng);
       CheckAgainstCpu(op, config);
     }
   }
 }
+
+// M-grouped in clusters of 2: a work item is two M-adjacent tiles of one group sharing that
+// expert's B tile (multicast halves). Each case lists its groups' tile counts for its block_m:
+// odd counts leave the pair's second tile at or past the group's end (it must store nothing,
+// and its rows belong to the next group or lie past the tensor), empty groups have no item,
+// groups start and end mid-tile, and the last group ends at the tensor's end with an odd count.
+// Columns: n = 200 leaves the second N tile's upper B half (rank 1's load) wholly past N.
+struct MGroupedCase {
+  const char* name;
+  std::vector<int64_t> ends;
+  int64_t n, k;
+  GemmConfig config;
+};
+
+class GemmCudaMGroupedClusterTest : public ::testing::TestWithParam<MGroupedCase> {};
+
+TEST_P(GemmCudaMGroupedClusterTest, MatchesCpuBackendWithinBudget) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  const MGroupedCase& c = GetParam();
+  ASSERT_EQ(c.config.cluster, 2);
+  for (const Mix& mix : GpuMixes()) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = MakeMGrouped(c.ends, c.n, c.k, mix, rng);
+    CheckAgainstCpu(op, c.config);
+  }
+}
+
+// 128-row tiles: groups of 384, 0, 512, 104, 0, 300 and 384 rows = 3, 0, 4, 1, 0, 3, 3 tiles.
+const std::vector<int64_t> kEnds128 = {384, 384, 896, 1000, 1000, 1300, 1684};
+// 192-row tiles: groups of 384, 0, 512, 104, 300, 0 and 576 rows = 2, 0, 3, 1, 2, 0, 3 tiles.
+const std::vector<int64_t> kEnds192 = {384, 384, 896, 1000, 1300, 1300, 1876};
+
+INSTANTIATE_TEST_SUITE_P(
+    Groups, GemmCudaMGroupedClusterTest,
+    ::testing::Values(
+        MGroupedCase{"bm128_bn128", kEnds128, 200, 512, Config(128, 128, 5, 8, 2)},
+        MGroupedCase{"bm128_bn128_s6_band1", kEnds128, 320, 384, Config(128, 128, 6, 1, 2)},
+        MGroupedCase{"bm128_bn192", kEnds128, 320, 384, Config(128, 192, 4, 2, 2)},
+        MGroupedCase{"bm128_bn192_n200", kEnds128, 200, 512, Config(128, 192, 4, 8, 2)},
+        MGroupedCase{"bm192_bn128", kEnds192, 200, 512, Config(192, 128, 4, 3, 2)},
+        MGroupedCase{"bm192_bn128_n320", kEnds192, 320, 384, Config(192, 128, 4, 8, 2)},
+        // One cluster walks every item, across groups and partner tiles past their group.
+        MGroupedCase{"bm128_bn192_one_cluster", kEnds128, 320, 384,
+                     WithCtas(Config(128, 192, 4, 8, 2), 2)},
+        MGroupedCase{"bm192_bn128_three_clusters", kEnds192, 200, 512,
+                     WithCtas(Config(192, 128, 4, 8, 2), 6)},
+        // Every group one tile (each pair's second tile idle), and one group alone, odd.
+        MGroupedCase{"bm128_bn128_single_tiles", {100, 228, 356, 400, 528}, 320, 256,
+                     Config(128, 128, 5, 8, 2)},
+        MGroupedCase{"bm192_bn128_one_group", {900}, 320, 256, Config(192, 128, 4, 8, 2)}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
@@ -578,11 +645,6 @@ TEST_P(GemmCudaSplitTailTest, MatchesCpuBackendWithinBudget) {
     HostOp op = MakeDense(c.variant, c.m, c.n, c.k, mix, rng, c.b_stride);
     CheckAgainstCpu(op, WithScratch(c.config));
   }
-}
-
-GemmConfig WithCtas(GemmConfig c, int num_ctas) {
-  c.num_ctas = num_ctas;
-  return c;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -115,8 +115,11 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
 // K (reduction) up to which NT problems that get wide tiles take the 192x128 tile.
 constexpr int64_t kShortK = 7168;
 
+// Mean rows per M group from which M-grouped NT pairs its 128x192 tiles in clusters of 2.
+constexpr int64_t kClusterGroupRows = 4096;
+
 GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
-                               int sm_count, bool nt) {
+                               int sm_count, bool nt, int64_t m_groups) {
   GemmConfig c;
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block.
@@ -151,6 +154,16 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     const int64_t clusters = std::max<int64_t>(1, sms / 2);
     const int64_t cluster_waves = ((m_tiles + 1) / 2 * n192 + clusters - 1) / clusters;
     if (nt && m_tiles >= 2 && cluster_waves >= 8) c.cluster = 2;
+    // NOTE: M-grouped NT pairs two M tiles of one group (its expert's B tile multicast). On an
+    // H100, 8 groups of 4096 rows (32 tiles each), one process: 4.9% faster than unclustered at
+    // 4096x7168 per expert and 1.7% at 7168x2048 (bench/RESULTS.md, branch gemm10), where
+    // 192x128 in clusters of 2 was 3-5% slower than this. A group with an odd tile count leaves
+    // its last pair's second tile idle (up to 1 in t + 1 tiles for a group of t), which groups
+    // far smaller than the measured ones would pay for more than the multicast gains: the host
+    // cannot see the group sizes (they are on the device), so the rule is on the mean.
+    if (m_groups > 0 && rows / m_groups >= kClusterGroupRows && cluster_waves >= 8) {
+      c.cluster = 2;
+    }
     // NOTE: where K is short, the 192x128 tile (three consumer warpgroups) in clusters of 2 was
     // 2-9% faster than 128x192 on an H100 (4096^3, 16384x8192x5120, 8192x7168x2048,
     // 4096x2112x7168, 4096x24576x1536; two or three runs each); with longer K, where the

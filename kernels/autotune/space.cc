@@ -73,7 +73,7 @@ ConfigSpace CpuGemmSpace() {
 
 // 7: M-grouped NT runs clusters of 2 (two M tiles of one group sharing its expert's B tile):
 // the m_grouped_nt space holds the cluster-2 configs, and their timings changed (before, they
-// ran unclustered). 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
+// ran unclustered); its heuristic takes them for groups of 4096 rows or more on average. 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
 // heuristic's choice for NT with K <= 7168; the one-partial loop shared by 128x192 and 192x128.
 // 5: the split tail (the last wave's tiles split along K when it would leave half of the CTAs
 // idle; the CUDA backend's launches pass the scratch it needs): every dense config's time
@@ -106,7 +106,8 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   s.heuristic = [](const TuneKey& key) {
     return GemmConfigToString(
         HeuristicGemmConfig(key.m, key.n, key.k, Sm90Groups(key), Sm90SmCount(key.device),
-                            key.variant == "nt"));
+                            key.variant == "nt",
+                            key.variant == "m_grouped_nt" ? key.groups : 0));
   };
   s.check = [](absl::string_view c) { return ParseGemmConfig(c).status(); };
   // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the

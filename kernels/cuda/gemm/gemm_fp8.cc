@@ -103,7 +103,9 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
   }
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const bool nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
-  return HeuristicGemmConfig(rows, cols, args.a.shape[1], groups, device.multiProcessorCount, nt);
+  const int64_t m_groups = args.variant == GemmVariant::kMGroupedNT ? args.b.shape[0] : 0;
+  return HeuristicGemmConfig(rows, cols, args.a.shape[1], groups, device.multiProcessorCount, nt,
+                             m_groups);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {

@@ -136,18 +136,32 @@ TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
   // 32x56 = 1792 tiles of 128x128 (14 waves on 132 SMs) or 16x38 = 608 pairs of 128x192 tiles
   // (10 waves on 66 clusters).
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 8192, v)),
-            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 8192, 1, 132, true)));
+            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 8192, 1, 132, true, 0)));
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 8192, v)), "bm128.bn192.s4.c2.r8.p0");
   // With K up to 7168, NT takes 192x128 tiles in clusters of 2 instead, whatever the waves.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)),
-            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 2048, 1, 132, true)));
+            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 2048, 1, 132, true, 0)));
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm192.bn128.s4.c2.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 7168, v)), "bm192.bn128.s4.c2.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 7168, v)), "bm192.bn128.s4.c2.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 8192, v)), "bm128.bn192.s4.c1.r8.p0");
-  // The other variants run it unclustered, as NT does with fewer waves (4096x2112: 3).
+  // M-grouped keeps 128x192 and pairs its tiles in clusters of 2 (two tiles of one group) when
+  // its groups have 4096 rows or more on average, as in the MoE shapes of the benchmark (8
+  // experts of 4096 rows); smaller groups would leave more pairs half idle.
+  TuneKey mg = Key("sm_90", "m_grouped_nt", 8 * 4096, 7168, 2048, v);
+  mg.groups = 8;
+  EXPECT_EQ(*r.Default(mg), "bm128.bn192.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(mg),
+            GemmConfigToString(HeuristicGemmConfig(8 * 4096, 7168, 2048, 1, 132, false, 8)));
+  mg.n = 4096;
+  mg.k = 7168;
+  EXPECT_EQ(*r.Default(mg), "bm128.bn192.s4.c2.r8.p0");
+  mg.groups = 16;  // 2048 rows per group
+  EXPECT_EQ(*r.Default(mg), "bm128.bn192.s4.c1.r8.p0");
+  // One group of 4096 rows (the key's groups default to 1) is such a group too.
   EXPECT_EQ(*r.Default(Key("sm_90", "m_grouped_nt", 4096, 7168, 2048, v)),
-            "bm128.bn192.s4.c1.r8.p0");
+            "bm128.bn192.s4.c2.r8.p0");
+  // TN runs it unclustered, as NT does with fewer waves (4096x2112: 3).
   EXPECT_EQ(*r.Default(Key("sm_90", "tn", 4096, 7168, 2048, v)), "bm128.bn192.s4.c1.r8.p0");
   // 1x56 tiles leave most of 132 SMs idle: 64-column tiles.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 128, 7168, 2048, v)), "bm128.bn64.s8.c1.r8.p0");

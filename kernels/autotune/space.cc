@@ -73,7 +73,8 @@ ConfigSpace CpuGemmSpace() {
 
 // 7: M-grouped NT runs clusters of 2 (two M tiles of one group sharing its expert's B tile):
 // the m_grouped_nt space holds the cluster-2 configs, and their timings changed (before, they
-// ran unclustered); its heuristic takes them for groups of 4096 rows or more on average. 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
+// ran unclustered); its heuristic takes them for groups of 4096 rows or more on average.
+// 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
 // heuristic's choice for NT with K <= 7168; the one-partial loop shared by 128x192 and 192x128.
 // 5: the split tail (the last wave's tiles split along K when it would leave half of the CTAs
 // idle; the CUDA backend's launches pass the scratch it needs): every dense config's time

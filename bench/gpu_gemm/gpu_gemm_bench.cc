@@ -11,7 +11,7 @@
 // |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
 //
 //   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
-//                  [--unsplit] [--candidates=s5,c2,...] [--trace=PREFIX]
+//                  [--unsplit] [--candidates=s5,c2,...] [--trace=PREFIX] [--shape=MxNxK]
 //
 // --candidates times, in the same loop as ours and the peer, variants of each case's config
 // (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster, `mN` and `nN` the
@@ -23,6 +23,9 @@
 // --only runs the cases whose name contains any of the comma-separated substrings. Ours runs
 // with the scratch GemmFp8ScratchBytes asks for, as the CUDA backend passes it (so the split
 // tail is on); --unsplit passes none, which runs the kernel without the split tail.
+//
+// --shape=MxNxK runs one NT case of that shape instead of the list (e.g. one wave of tiles with
+// a long K, whose time is the main loop's alone).
 //
 // --trace=PREFIX: after timing, one more launch of the default and of each candidate writes the
 // kernel's clock trace (gemm_fp8_kernel.h, SetGemmFp8Trace) to PREFIX_<case>_<config>.bin; only
@@ -196,6 +199,8 @@ struct Options {
   bool split = true;              // pass the scratch (split tail)
   std::vector<std::string> candidates;
   std::string trace;  // prefix of per-launch clock trace files (experiment); empty: none
+  std::string shape_name;  // --shape: one NT case of this M x N x K instead of the list
+  int64_t shape[3] = {0, 0, 0};
 };
 
 // Applies a candidate spec (see the file comment) to `c`; false when the spec is malformed.
@@ -494,6 +499,18 @@ int main(int argc, char** argv) {
       }
     } else if (arg.rfind("--trace=", 0) == 0) {
       opt.trace = arg.substr(8);
+    } else if (arg.rfind("--shape=", 0) == 0) {
+      long long m = 0, n = 0, k = 0;
+      char tail = 0;
+      if (std::sscanf(arg.c_str() + 8, "%lldx%lldx%lld%c", &m, &n, &k, &tail) != 3 || m < 1 ||
+          n < 1 || k < 128) {
+        std::fprintf(stderr, "--shape wants MxNxK (K >= 128), got \"%s\"\n", arg.c_str() + 8);
+        return 2;
+      }
+      opt.shape_name = "nt_" + arg.substr(8);
+      opt.shape[0] = m;
+      opt.shape[1] = n;
+      opt.shape[2] = k;
     } else if (arg == "--unsplit") {
       opt.split = false;
     } else if (arg.rfind("--config=", 0) == 0) {
@@ -506,7 +523,7 @@ int main(int argc, char** argv) {
       opt.has_config = true;
     } else {
       std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
-                   "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX]\n",
+                   "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX] [--shape=MxNxK]\n",
                    argv[0]);
       return 2;
     }
@@ -535,8 +552,16 @@ int main(int argc, char** argv) {
   std::printf("{\"device\":\"%s\",\"sms\":%d,\"l2_bytes\":%d,\"results\":[\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize);
   bool first = true;
-  for (const Case& c : cases) {
-    if (!Selected(opt, c.name)) continue;
+  std::vector<Case> run;
+  if (!opt.shape_name.empty()) {
+    run.push_back({opt.shape_name.c_str(), GemmVariant::kNT, opt.shape[0], opt.shape[1],
+                   opt.shape[2], 1});
+  } else {
+    for (const Case& c : cases) {
+      if (Selected(opt, c.name)) run.push_back(c);
+    }
+  }
+  for (const Case& c : run) {
     const std::string line = RunCase(c, opt, lt, workspace.ptr, workspace_bytes, prop, rng);
     std::printf("%s%s\n", first ? "" : ",", line.c_str());
     std::fflush(stdout);

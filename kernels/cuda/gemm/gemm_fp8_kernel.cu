@@ -682,6 +682,10 @@ __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
     sc.s0 *= b;
     sc.s1 *= b;
   }
+  // Finished here, before the caller's wgmma wait: ptxas otherwise moved the loads' use and the
+  // products after the wait, onto the chain from the wait to the next issue.
+  FenceOperand(sc.s0);
+  FenceOperand(sc.s1);
   return sc;
 }
 
@@ -728,12 +732,27 @@ struct SmemLayout {
   static constexpr int kBytes = kGroups + static_cast<int>(sizeof(GroupTable)) + 1024;
 };
 
+// True in one lane of the (converged) warp: `elect.sync`, which needs no lane index. With the lane
+// index, a consumer short of registers (the 192-row tile's, 152) re-read SR_TID.X for it in every
+// K block, on the chain from the wgmma wait to the next issue (PC samples, bench/RESULTS.md).
+__device__ __forceinline__ bool ElectOne() {
+  uint32_t elected;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "elect.sync _|p, 0xffffffff;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(elected));
+  return elected != 0;
+}
+
 // Frees stage `s` for the producer(s) once this warp is done with it (its wgmmas completed and
 // its lanes read the scales): one arrival per consumer warp, in every CTA of the cluster.
 template <int kCluster>
-__device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, int lane, uint32_t rank) {
+__device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, uint32_t rank) {
   __syncwarp();
-  if (lane == 0) {
+  if (ElectOne()) {
     BarrierArrive(empty_bar);
     if constexpr (kCluster > 1) {
       // Both CTAs' producers write this stage (their B halves): free it in each.
@@ -832,7 +851,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   };
   auto finish = [&](float(&part)[kAcc], const BlockScales& sc) {
     Promote<kBlockN, kPerRowB>(acc, part, sc, sb_base + done_stage * kBlockN * 4);
-    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
+    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
     if (--done_left == 0) {
       CompleteTile<kBlockM, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
@@ -925,7 +944,13 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   const float a0 = LoadSharedF32(sa);
   const float a1 = LoadSharedF32(sa + 8 * 4);
   const float2 b = LoadSharedF32x2(sb);
-  return WideScales{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
+  WideScales sc{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
+  // Finished before the caller's wgmma wait (see LoadScales).
+  FenceOperand(sc.s00);
+  FenceOperand(sc.s01);
+  FenceOperand(sc.s10);
+  FenceOperand(sc.s11);
+  return sc;
 }
 
 // acc += part * scale, with 128x128 B scales, for a wide tile: it starts at a multiple of
@@ -1070,7 +1095,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
       PromoteWide<kBlockN>(acc, part, sc, mid_first);
     }
     tr.Mark(2);
-    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, lane, rank);
+    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
     more = next_issue();
     if (more) issue(part);

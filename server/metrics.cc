@@ -1,6 +1,8 @@
 #include "kerneld/server/metrics.h"
 
 #include <exception>
+#include <initializer_list>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -19,6 +21,20 @@ prometheus::Histogram::BucketBoundaries RpcBuckets() {
   prometheus::Histogram::BucketBoundaries b;
   for (double v = 1e-5; v < 50.0; v *= 2) b.push_back(v);
   return b;
+}
+
+// The label values joined with '\x1f' (which no label value holds), in a buffer of the calling
+// thread: looking a series up allocates nothing once the buffer has grown.
+absl::string_view JoinKey(std::initializer_list<absl::string_view> values) {
+  thread_local std::string key;
+  key.clear();
+  bool first = true;
+  for (absl::string_view v : values) {
+    if (!first) key.push_back('\x1f');
+    first = false;
+    key.append(v.data(), v.size());
+  }
+  return key;
 }
 
 }  // namespace
@@ -98,13 +114,12 @@ prometheus::Histogram& Metrics::KernelSeries(absl::string_view op, absl::string_
                                              absl::string_view dtype, absl::string_view device,
                                              absl::string_view shape_class) {
   static const prometheus::Histogram::BucketBoundaries kKernelBuckets = KernelBuckets();
-  const std::string key =
-      absl::StrCat(op, "\x1f", variant, "\x1f", dtype, "\x1f", device, "\x1f", shape_class);
+  const absl::string_view key = JoinKey({op, variant, dtype, device, shape_class});
   absl::MutexLock lock(&series_mu_);
   auto it = kernel_series_.find(key);
   if (it == kernel_series_.end()) {
     it = kernel_series_
-             .emplace(key, &kernel_duration_->Add({{"op", std::string(op)},
+             .emplace(std::string(key), &kernel_duration_->Add({{"op", std::string(op)},
                                                    {"variant", std::string(variant)},
                                                    {"dtype", std::string(dtype)},
                                                    {"device", std::string(device)},
@@ -117,7 +132,7 @@ prometheus::Histogram& Metrics::KernelSeries(absl::string_view op, absl::string_
 
 void Metrics::ObserveRpc(absl::string_view method, absl::string_view code, double seconds) {
   static const prometheus::Histogram::BucketBoundaries kRpcBuckets = RpcBuckets();
-  const std::string key = absl::StrCat(method, "\x1f", code);
+  const absl::string_view key = JoinKey({method, code});
   RpcSeries series;
   {
     absl::MutexLock lock(&series_mu_);
@@ -127,7 +142,7 @@ void Metrics::ObserveRpc(absl::string_view method, absl::string_view code, doubl
       added.duration = &rpc_duration_->Add({{"method", std::string(method)}}, kRpcBuckets);
       added.requests =
           &rpc_requests_->Add({{"method", std::string(method)}, {"code", std::string(code)}});
-      it = rpc_series_.emplace(key, added).first;
+      it = rpc_series_.emplace(std::string(key), added).first;
     }
     series = it->second;
   }

@@ -160,18 +160,47 @@ std::string OpDTypeLabel(const Op& op) {
   return "unknown";
 }
 
-absl::string_view OpShapeClass(const Op& op) {
+namespace {
+
+// OpShapeClass's class as an index into kShapeClasses.
+constexpr absl::string_view kShapeClasses[] = {"xs", "s", "m", "l", "xl"};
+int ShapeClassIndex(const Op& op) {
   int64_t largest = 0;
   for (const NamedTensor& nt : OpTensors(op)) largest = std::max(largest, nt.tensor->numel());
-  if (largest < (int64_t{1} << 16)) return "xs";
-  if (largest < (int64_t{1} << 20)) return "s";
-  if (largest < (int64_t{1} << 24)) return "m";
-  if (largest < (int64_t{1} << 27)) return "l";
-  return "xl";
+  if (largest < (int64_t{1} << 16)) return 0;
+  if (largest < (int64_t{1} << 20)) return 1;
+  if (largest < (int64_t{1} << 24)) return 2;
+  if (largest < (int64_t{1} << 27)) return 3;
+  return 4;
 }
 
-std::vector<NamedTensor> OpTensors(const Op& op) {
-  std::vector<NamedTensor> out;
+}  // namespace
+
+absl::string_view OpShapeClass(const Op& op) { return kShapeClasses[ShapeClassIndex(op)]; }
+
+uint64_t OpLabelKey(const Op& op) {
+  // kind | shape class << 8 | dtypes << 16, << 24 | what the variant label depends on << 32.
+  uint64_t dtypes = 0, variant = 0;
+  if (auto* q = std::get_if<QuantizeArgs>(&op)) {
+    dtypes = static_cast<uint64_t>(q->input.dtype) | static_cast<uint64_t>(q->output.dtype) << 8;
+    const uint64_t form = q->output_t.present() ? 2 : q->transpose_output ? 1 : 0;
+    variant = static_cast<uint32_t>(q->granularity) << 2 | form;
+  } else if (auto* g = std::get_if<GemmArgs>(&op)) {
+    dtypes = static_cast<uint64_t>(g->a.dtype) | static_cast<uint64_t>(g->d.dtype) << 8;
+    variant = static_cast<uint32_t>(g->variant);
+  } else if (auto* p = std::get_if<PadArgs>(&op)) {
+    dtypes = static_cast<uint64_t>(p->input.dtype);
+    variant = static_cast<uint32_t>(p->alignment);
+  } else if (auto* u = std::get_if<UnpadArgs>(&op)) {
+    dtypes = static_cast<uint64_t>(u->input.dtype);
+    variant = static_cast<uint32_t>(u->alignment);
+  }
+  return static_cast<uint64_t>(op.index()) | static_cast<uint64_t>(ShapeClassIndex(op)) << 8 |
+         dtypes << 16 | variant << 32;
+}
+
+NamedTensors OpTensors(const Op& op) {
+  NamedTensors out;
   auto add = [&](absl::string_view field, const Tensor& t) {
     if (t.present()) out.push_back({field, &t});
   };
@@ -210,7 +239,7 @@ absl::Status Validate(const Op& op) {
   else if (auto* u = std::get_if<UnpadArgs>(&op)) status = internal::ValidateUnpad(*u);
   if (!status.ok()) return status;
 
-  const std::vector<NamedTensor> tensors = OpTensors(op);
+  const NamedTensors tensors = OpTensors(op);
   for (const NamedTensor& nt : tensors) {
     if (nt.tensor->loc != tensors.front().tensor->loc) {
       return absl::FailedPreconditionError(absl::StrCat(

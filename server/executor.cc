@@ -128,8 +128,7 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   for (size_t i = 0; i < batch.ops.size(); ++i) {
     Op& op = batch.ops[i];
     if (prepare_) prepare_(q->backend, q->device, op);
-    prometheus::Histogram* series = &metrics_->KernelSeries(
-        OpName(op), OpVariantLabel(op), OpDTypeLabel(op), q->label, OpShapeClass(op));
+    prometheus::Histogram* series = KernelSeries(q, op);
     KernelTimingFn on_timed = [series, total](double seconds) {
       series->Observe(seconds);
       double cur = total->load();
@@ -154,6 +153,15 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   absl::Status synced = q->backend->Synchronize(*q->stream);
   metrics_->ObservePhase(RequestPhase::kComplete, absl::ToDoubleSeconds(absl::Now() - launched));
   finish(std::move(synced));
+}
+
+prometheus::Histogram* Executor::KernelSeries(Queue* q, const Op& op) {
+  prometheus::Histogram*& series = q->kernel_series[OpLabelKey(op)];
+  if (series == nullptr) {
+    series = &metrics_->KernelSeries(OpName(op), OpVariantLabel(op), OpDTypeLabel(op), q->label,
+                                     OpShapeClass(op));
+  }
+  return series;
 }
 
 void Executor::RetainSessions(const std::function<bool(const std::string&)>& open) {

@@ -169,6 +169,32 @@ TEST_F(ExecutorTest, SyncBatchRunsThroughTheBackend) {
   EXPECT_EQ(padded_ends_[1], 32);
 }
 
+// Kernel times land in the series of the op's labels, the same series for every batch of one
+// label set (the executor caches it per queue).
+TEST_F(ExecutorTest, KernelTimesGoToTheSeriesOfTheOpsLabels) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(RunPad("s1", false).ok());
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"op", "pad"}, {"variant", "a16"}, {"dtype", "bf16"}, {"device", "cpu:0"},
+      {"shape_class", "xs"}};
+  int series = 0;
+  uint64_t samples = 0;
+  for (const prometheus::MetricFamily& f : metrics_.registry()->Collect()) {
+    if (f.name != "kerneld_kernel_duration_seconds") continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      ++series;
+      size_t matched = 0;
+      for (const auto& [name, value] : want) {
+        for (const prometheus::ClientMetric::Label& l : m.label) {
+          if (l.name == name && l.value == value) ++matched;
+        }
+      }
+      if (matched == want.size()) samples = m.histogram.sample_count;
+    }
+  }
+  EXPECT_EQ(series, 1);
+  EXPECT_EQ(samples, 3u);
+}
+
 // The callbacks below may still be running on the executor's thread when the test body has
 // seen what it waits for, so whatever they touch is owned by a shared_ptr they hold.
 TEST_F(ExecutorTest, AsyncBatchOnAnIdleQueueIsLaunchedOnTheSubmittingThread) {

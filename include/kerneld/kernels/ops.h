@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "kerneld/kernels/tensor.h"
 
@@ -101,18 +102,24 @@ std::string OpDTypeLabel(const Op& op);
 // A bounded size class for metrics: "xs" (< 2^16 elements in the largest tensor), "s" (< 2^20),
 // "m" (< 2^24), "l" (< 2^27), "xl".
 absl::string_view OpShapeClass(const Op& op);
+// The inputs of the three labels above and of OpName packed into one number: two ops have the
+// same key exactly when their four labels are the same. For caching a metric series per op
+// without building its label strings on every request.
+uint64_t OpLabelKey(const Op& op);
 
 // Checks the op against its contract: dtypes, shapes, block divisibility, enum values, that
 // every tensor of the op lives on one device, and that outputs do not overlap inputs.
 // INVALID_ARGUMENT (FAILED_PRECONDITION for mixed devices) with a message naming the field.
 absl::Status Validate(const Op& op);
 
-// The present tensors of an op with their field names, for device checks and bookkeeping.
+// The present tensors of an op with their field names, for device checks and bookkeeping. An op
+// has at most six tensors, so the list never allocates.
 struct NamedTensor {
   absl::string_view field;
   const Tensor* tensor;
 };
-std::vector<NamedTensor> OpTensors(const Op& op);
+using NamedTensors = absl::InlinedVector<NamedTensor, 6>;
+NamedTensors OpTensors(const Op& op);
 
 // Group offsets (end of each group, in rows) read from `ends` (i32 or i64, on the host) are
 // checked: monotone non-decreasing, non-negative, last equal to `total_rows`. INVALID_ARGUMENT

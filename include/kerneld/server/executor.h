@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -97,10 +98,16 @@ class Executor {
     bool running = false;  // a batch is running, on the queue's thread or inline
     bool stop = false;
     std::thread thread;
+    // The kerneld_kernel_duration_seconds series of each op label set seen (OpLabelKey), so
+    // that a request builds no label strings. Used only by the thread running a batch (the one
+    // that set `running`), so it needs no lock.
+    absl::flat_hash_map<uint64_t, prometheus::Histogram*> kernel_series;
   };
 
   void Serve(Queue* q);
   void RunBatch(Queue* q, ExecBatch& batch);
+  // The series `op`'s kernel times go to on `q` (called while running a batch of `q`).
+  prometheus::Histogram* KernelSeries(Queue* q, const Op& op);
   // Closes the queue's open group of device-side checks; a failure is kept for `session_id`.
   void CloseChecksFor(Queue* q, const std::string& session_id);
 

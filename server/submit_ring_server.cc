@@ -1,7 +1,10 @@
 #include "server/submit_ring_server.h"
 
+#include <cstring>
 #include <string>
 #include <utility>
+
+#include "google/protobuf/arena.h"
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/shm_guard.h"
@@ -41,7 +44,9 @@ SubmitRingServer::SubmitRingServer(std::shared_ptr<const Region> region, uint32_
       slots_(slots),
       slot_bytes_(slot_bytes),
       spin_(spin),
-      handler_(std::move(handler)) {
+      handler_(std::move(handler)),
+      request_bytes_(new char[slot_bytes]),
+      arena_block_(new char[kArenaBlockBytes]) {
   static_cast<sr::RingHeader*>(base())->detached.store(0);
   thread_ = std::thread([this] { Serve(); });
 }
@@ -105,14 +110,20 @@ bool SubmitRingServer::TakeSlot(uint32_t i) {
     return true;
   }
   // Copied out first: the client can rewrite its slot at any time, the parse must see one
-  // version of the bytes.
-  std::string bytes(reinterpret_cast<const char*>(sr::Payload(slot)), length);
-  v1::RingRequest request;
-  if (!request.ParseFromString(bytes)) {
+  // version of the bytes. The copy and the parsed message reuse this thread's memory (the copy
+  // buffer and the arena's first block), so a request costs no heap allocation to read.
+  std::memcpy(request_bytes_.get(), sr::Payload(slot), length);
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.initial_block = arena_block_.get();
+  arena_options.initial_block_size = kArenaBlockBytes;
+  google::protobuf::Arena arena(arena_options);
+  auto* request = google::protobuf::Arena::CreateMessage<v1::RingRequest>(&arena);
+  if (!request->ParseFromArray(request_bytes_.get(), static_cast<int>(length))) {
     reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": the ", length, " bytes are not a RingRequest")), 0.0);
     return true;
   }
-  handler_(request, std::move(reply));
+  // The handler reads the request only before it returns (the batch it builds holds copies).
+  handler_(*request, std::move(reply));
   return true;
 }
 

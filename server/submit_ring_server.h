@@ -67,6 +67,12 @@ class SubmitRingServer : public SessionAttachment {
   const uint32_t slot_bytes_;
   const absl::Duration spin_;
   const Handler handler_;
+  // The ring thread's: the copy of the slot being parsed (slot_bytes) and the first block of
+  // the arena its message is parsed into (a larger request spills into blocks the arena
+  // allocates and frees itself).
+  static constexpr size_t kArenaBlockBytes = 16 << 10;
+  const std::unique_ptr<char[]> request_bytes_;
+  const std::unique_ptr<char[]> arena_block_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kerneld/server/proto_convert.h"
@@ -231,6 +232,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
 
  private:
   using BuildFn = std::function<absl::Status(OpBinder&, std::vector<Op>&)>;
+  using BuildRef = absl::FunctionRef<absl::Status(OpBinder&, std::vector<Op>&)>;
 
   // The build of a one-op request; `bind` runs before the call that made it returns.
   static BuildFn BuildOne(std::function<absl::StatusOr<Op>(OpBinder&)> bind) {
@@ -242,14 +244,35 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   }
 
   static BuildFn BuildBatch(const v1::SubmitRequest* req) {
-    return [req](OpBinder& b, std::vector<Op>& ops) -> absl::Status {
-      for (int i = 0; i < req->ops_size(); ++i) {
-        absl::StatusOr<Op> op = b.Any(req->ops(i));
-        if (!op.ok()) return PrefixStatus(OpPrefix(i, req->ops(i)), op.status());
-        ops.push_back(*std::move(op));
-      }
-      return absl::OkStatus();
-    };
+    return [req](OpBinder& b, std::vector<Op>& ops) { return BindBatch(*req, b, ops); };
+  }
+
+  static absl::Status BindBatch(const v1::SubmitRequest& req, OpBinder& b, std::vector<Op>& ops) {
+    for (int i = 0; i < req.ops_size(); ++i) {
+      absl::StatusOr<Op> op = b.Any(req.ops(i));
+      if (!op.ok()) return PrefixStatus(OpPrefix(i, req.ops(i)), op.status());
+      ops.push_back(*std::move(op));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status BindOne(absl::StatusOr<Op> op, std::vector<Op>& ops) {
+    if (!op.ok()) return op.status();
+    ops.push_back(*std::move(op));
+    return absl::OkStatus();
+  }
+
+  // The ops of a ring request, bound as the matching unary RPC binds them.
+  static absl::Status BindRing(const v1::RingRequest& r, OpBinder& b, std::vector<Op>& ops) {
+    switch (r.call_case()) {
+      case v1::RingRequest::kQuantize: return BindOne(b.Quantize(r.quantize().op()), ops);
+      case v1::RingRequest::kGemm: return BindOne(b.Gemm(r.gemm().op()), ops);
+      case v1::RingRequest::kPad: return BindOne(b.Pad(r.pad().op()), ops);
+      case v1::RingRequest::kUnpad: return BindOne(b.Unpad(r.unpad().op()), ops);
+      case v1::RingRequest::kSubmit: return BindBatch(r.submit(), b, ops);
+      case v1::RingRequest::CALL_NOT_SET: break;
+    }
+    return absl::OkStatus();  // not reached: RunRing answers CALL_NOT_SET itself
   }
 
   absl::Status DoAttachRing(const v1::AttachSubmitRingRequest& req,
@@ -288,42 +311,37 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     const absl::Time start = absl::Now();
     const char* method = nullptr;
     const v1::Completion* completion = nullptr;
-    BuildFn build;
     int op_count = 1;
     bool batched = false;
     switch (r.call_case()) {
       case v1::RingRequest::kQuantize:
         method = "ring.Quantize";
         completion = &r.quantize().completion();
-        build = BuildOne([&r](OpBinder& b) { return b.Quantize(r.quantize().op()); });
         break;
       case v1::RingRequest::kGemm:
         method = "ring.Gemm";
         completion = &r.gemm().completion();
-        build = BuildOne([&r](OpBinder& b) { return b.Gemm(r.gemm().op()); });
         break;
       case v1::RingRequest::kPad:
         method = "ring.Pad";
         completion = &r.pad().completion();
-        build = BuildOne([&r](OpBinder& b) { return b.Pad(r.pad().op()); });
         break;
       case v1::RingRequest::kUnpad:
         method = "ring.Unpad";
         completion = &r.unpad().completion();
-        build = BuildOne([&r](OpBinder& b) { return b.Unpad(r.unpad().op()); });
         break;
       case v1::RingRequest::kSubmit:
         method = "ring.Submit";
         completion = &r.submit().completion();
         op_count = r.submit().ops_size();
         batched = true;
-        build = BuildBatch(&r.submit());
         break;
       case v1::RingRequest::CALL_NOT_SET:
         reply(absl::InvalidArgumentError("call is not set (one of quantize, gemm, pad, unpad, submit)"), 0.0);
         return;
     }
-    StartOps(start, session_id, *completion, op_count, batched, /*caller_may_block=*/true, build,
+    StartOps(start, session_id, *completion, op_count, batched, /*caller_may_block=*/true,
+             [&r](OpBinder& b, std::vector<Op>& ops) { return BindRing(r, b, ops); },
              [metrics = &daemon_->metrics(), method, start, reply = std::move(reply)](
                  const absl::Status& status, double seconds) {
                metrics->ObserveRpc(method, absl::StatusCodeToString(status.code()),
@@ -438,7 +456,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   using FinishFn = std::function<void(const absl::Status& status, double kernel_seconds)>;
   // `start` is when the request arrived: the admit phase runs from it to the hand-off.
   void StartOps(absl::Time start, const std::string& session_id, const v1::Completion& completion,
-                int op_count, bool batched, bool caller_may_block, const BuildFn& build,
+                int op_count, bool batched, bool caller_may_block, BuildRef build,
                 FinishFn finish) {
     auto fail = [&finish](const absl::Status& s) { finish(s, 0.0); };
     if (daemon_->draining()) return fail(absl::UnavailableError("the daemon is draining"));
@@ -452,10 +470,11 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     absl::Status s = build(binder, batch.ops);
     if (!s.ok()) return fail(s);
     for (size_t i = 0; i < batch.ops.size(); ++i) {
-      const std::string prefix = batched ? absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), ".") : "";
       s = Validate(batch.ops[i]);
       if (s.ok()) s = binder.backend()->Supports(batch.ops[i]);
-      if (!s.ok()) return fail(PrefixStatus(prefix, s));
+      if (!s.ok()) {
+        return fail(batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), "."), s) : s);
+      }
     }
     if (completion.mode() < 0 || completion.mode() > v1::Completion::Mode_MAX) {
       return fail(absl::InvalidArgumentError(absl::StrCat("completion.mode=", completion.mode(), " is not a known value")));
@@ -481,9 +500,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     }
     batch.keep_alive = binder.TakeRegions();
     batch.caller_may_block = caller_may_block;
-    batch.done = [finish = std::move(finish)](absl::Status status, double seconds) {
-      finish(status, seconds);
-    };
+    batch.done = std::move(finish);
     daemon_->metrics().ObservePhase(RequestPhase::kAdmit, absl::ToDoubleSeconds(absl::Now() - start));
     daemon_->executor().Submit(std::move(batch));
   }

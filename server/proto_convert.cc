@@ -29,7 +29,9 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
   if (!present) return Tensor();
   TensorDesc desc;
   desc.present = true;
-  KD_RETURN_IF_ERROR(CheckEnum(ref.dtype(), v1::DType_MAX, absl::StrCat(field, ".dtype")));
+  if (ref.dtype() < 0 || ref.dtype() > v1::DType_MAX) {
+    return Invalid(field, ".dtype=", ref.dtype(), " is not a known value");
+  }
   desc.dtype = static_cast<DType>(ref.dtype());
   if (ref.shape_size() < 1 || ref.shape_size() > kMaxRank) {
     return Invalid(field, ".shape has rank ", ref.shape_size(), "; must be 1..", kMaxRank);
@@ -59,7 +61,9 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
         field, " is on ", entry->backend->name(), ":", region.loc().device, " but ", first_field_,
         " is on ", backend_->name(), ":", device_, "; every tensor of a request must be on one device"));
   }
-  regions_.push_back(entry->region);
+  // An op has at most six tensors: one allocation for the usual request.
+  if (regions_.empty()) regions_.reserve(6);
+  regions_.push_back(std::move(entry->region));
   return t;
 }
 

@@ -56,7 +56,7 @@ struct ExecBatch {
   // RPC callback): a SYNC batch that finds its queue idle runs on it too, like an inline ASYNC
   // one, which saves the hand-off to the queue's thread and back.
   bool caller_may_block = false;
-  std::function<void(absl::Status status, double kernel_seconds)> done;
+  std::function<void(const absl::Status& status, double kernel_seconds)> done;
   // Set by Submit; the queue, launch and complete phases are measured from it.
   absl::Time submitted;
 };

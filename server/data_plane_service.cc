@@ -501,7 +501,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     batch.keep_alive = binder.TakeRegions();
     batch.caller_may_block = caller_may_block;
     batch.done = std::move(finish);
-    daemon_->metrics().ObservePhase(RequestPhase::kAdmit, absl::ToDoubleSeconds(absl::Now() - start));
+    batch.received = start;  // the executor records the admit phase after the launch
     daemon_->executor().Submit(std::move(batch));
   }
 

@@ -94,11 +94,22 @@ void Executor::Serve(Queue* q) {
 
 void Executor::RunBatch(Queue* q, ExecBatch& batch) {
   const absl::Time started = absl::Now();
-  metrics_->ObservePhase(RequestPhase::kQueue, absl::ToDoubleSeconds(started - batch.submitted));
+  // The phases before this one are recorded once the ops are launched (or the batch failed).
+  bool entry_observed = false;
+  auto observe_entry = [&] {
+    if (entry_observed) return;
+    entry_observed = true;
+    if (batch.received != absl::InfinitePast()) {
+      metrics_->ObservePhase(RequestPhase::kAdmit,
+                             absl::ToDoubleSeconds(batch.submitted - batch.received));
+    }
+    metrics_->ObservePhase(RequestPhase::kQueue, absl::ToDoubleSeconds(started - batch.submitted));
+  };
   // Kernel times may arrive after `done` (GPU backends deliver them from their own thread), so
   // the accumulator is shared.
   auto total = std::make_shared<std::atomic<double>>(0.0);
   auto finish = [&](absl::Status status) {
+    observe_entry();
     if (status.ok())
       ops_completed_ += batch.ops.size();
     else
@@ -142,6 +153,7 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
                                   : s);
     }
   }
+  observe_entry();
   if (batch.async) {
     absl::Status recorded = q->backend->RecordEvent(*q->stream, *batch.signal_event);
     CloseChecksFor(q, batch.session_id);

@@ -11,9 +11,10 @@
 // device-side checks (pad/unpad group ends); an ASYNC batch's are known only later, and a
 // failure is reported by failing the same session's next batch (FAILED_PRECONDITION naming the
 // failure) before it runs. Kernel times go to kerneld_kernel_duration_seconds as the backend
-// delivers them, and each batch's queue, launch and (SYNC) complete phases to
-// kerneld_request_phase_seconds. RPC callbacks never wait on a device here: they enqueue, or
-// launch an ASYNC batch inline.
+// delivers them, and each batch's admit (when `received` is set), queue, launch and (SYNC)
+// complete phases to kerneld_request_phase_seconds, all before `done` is called; the admit and
+// queue phases are recorded after the launch, so that recording them does not delay it. RPC
+// callbacks never wait on a device here: they enqueue, or launch an ASYNC batch inline.
 #ifndef KERNELD_SERVER_EXECUTOR_H_
 #define KERNELD_SERVER_EXECUTOR_H_
 
@@ -57,6 +58,9 @@ struct ExecBatch {
   // one, which saves the hand-off to the queue's thread and back.
   bool caller_may_block = false;
   std::function<void(const absl::Status& status, double kernel_seconds)> done;
+  // When the request arrived (set by the caller; InfinitePast: not measured). The admit phase
+  // runs from it to `submitted`.
+  absl::Time received = absl::InfinitePast();
   // Set by Submit; the queue, launch and complete phases are measured from it.
   absl::Time submitted;
 };

@@ -473,7 +473,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       s = Validate(batch.ops[i]);
       if (s.ok()) s = binder.backend()->Supports(batch.ops[i]);
       if (!s.ok()) {
-        return fail(batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), "."), s) : s);
+        if (!batched) return fail(s);
+        return fail(PrefixStatus(absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), "."), s));
       }
     }
     if (completion.mode() < 0 || completion.mode() > v1::Completion::Mode_MAX) {

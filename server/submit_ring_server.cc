@@ -4,9 +4,8 @@
 #include <string>
 #include <utility>
 
-#include "google/protobuf/arena.h"
-
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "kerneld/kernels/shm_guard.h"
 #include "proto/kerneld/v1/submit_ring.h"
 
@@ -110,8 +109,9 @@ bool SubmitRingServer::TakeSlot(uint32_t i) {
     return true;
   }
   // Copied out first: the client can rewrite its slot at any time, the parse must see one
-  // version of the bytes. The copy and the parsed message reuse this thread's memory (the copy
-  // buffer and the arena's first block), so a request costs no heap allocation to read.
+  // version of the bytes. The copy and the parsed messages reuse this thread's memory (the copy
+  // buffer and the arena's first block): reading a request allocates only for strings longer
+  // than std::string holds inline (event handles).
   std::memcpy(request_bytes_.get(), sr::Payload(slot), length);
   google::protobuf::ArenaOptions arena_options;
   arena_options.initial_block = arena_block_.get();
@@ -122,8 +122,7 @@ bool SubmitRingServer::TakeSlot(uint32_t i) {
     reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": the ", length, " bytes are not a RingRequest")), 0.0);
     return true;
   }
-  // The handler reads the request only before it returns (the batch it builds holds copies).
-  handler_(*request, std::move(reply));
+  handler_(*request, std::move(reply));  // the request dies with the arena, as Handler allows
   return true;
 }
 

@@ -33,6 +33,7 @@ class SubmitRingServer : public SessionAttachment {
   // Called exactly once per reply.
   using ReplyFn = std::function<void(const absl::Status& status, double kernel_seconds)>;
   // Runs one request; calls `reply` exactly once, on this thread or later on another.
+  // `request` is valid only until the handler returns: what outlives it must be copied.
   using Handler = std::function<void(const v1::RingRequest& request, ReplyFn reply)>;
 
   // Serves the ring in `region`, the client's shm object as the CPU backend imported it (its

@@ -167,8 +167,11 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     // NOTE: where K is short, the 192x128 tile (three consumer warpgroups) in clusters of 2 was
     // 2-9% faster than 128x192 on an H100 (4096^3, 16384x8192x5120, 8192x7168x2048,
     // 4096x2112x7168, 4096x24576x1536; two or three runs each); with longer K, where the
-    // per-block rate decides, 2-13% slower (8192^3, 4096x7168x16384): its three warpgroups read
-    // more shared memory per FLOP. Since the consumer loops pin their per-thread addresses, the
+    // per-block rate decides, 2-13% slower (8192^3, 4096x7168x16384). Not for want of shared
+    // memory or tensor time: its consumer loop alone runs 767-870 cycles per K block against
+    // 842-928 for 128x192, but the kernel's takes ~1210 against ~1085 (gemm_floor_bench and the
+    // one-wave probes, bench/RESULTS.md, session 6), for reasons not yet found. Since the
+    // consumer loops pin their per-thread addresses, the
     // margin is smaller: in one run 192x128 still led by 2-3% on 8192x7168x2048 and
     // 4096x24576x1536 and was within 1.8% either way on the other three (bench/RESULTS.md,
     // "FP8 GEMM", session 5). The cut is between the K of the two groups.

@@ -11,9 +11,12 @@ absl::Status Invalid(Parts&&... parts) {
   return absl::InvalidArgumentError(absl::StrCat(std::forward<Parts>(parts)...));
 }
 
-// Proto3 enums are open: an unknown number arrives as-is and must be rejected by range.
-absl::Status CheckEnum(int value, int max, absl::string_view field) {
-  if (value < 0 || value > max) return Invalid(field, "=", value, " is not a known value");
+// Proto3 enums are open: an unknown number arrives as-is and must be rejected by range. The
+// field's name is `field` followed by `suffix`, joined only for the error (no string is built on
+// the request path).
+absl::Status CheckEnum(int value, int max, absl::string_view field,
+                       absl::string_view suffix = "") {
+  if (value < 0 || value > max) return Invalid(field, suffix, "=", value, " is not a known value");
   return absl::OkStatus();
 }
 
@@ -29,9 +32,7 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
   if (!present) return Tensor();
   TensorDesc desc;
   desc.present = true;
-  if (ref.dtype() < 0 || ref.dtype() > v1::DType_MAX) {
-    return Invalid(field, ".dtype=", ref.dtype(), " is not a known value");
-  }
+  KD_RETURN_IF_ERROR(CheckEnum(ref.dtype(), v1::DType_MAX, field, ".dtype"));
   desc.dtype = static_cast<DType>(ref.dtype());
   if (ref.shape_size() < 1 || ref.shape_size() > kMaxRank) {
     return Invalid(field, ".shape has rank ", ref.shape_size(), "; must be 1..", kMaxRank);

@@ -45,9 +45,9 @@ using kd::cuda_gemm::WgmmaM64N192K32First;
 constexpr int kBlockK = 128;
 constexpr int kStages = 4;  // tiles rotate through 4 stage buffers, as in the kernel
 
-enum Loop { kQueue = 0, kPromote = 2, kTurns = 3 };
+enum Loop { kQueue = 0, kPromote = 1, kTurns = 2 };
 const char* LoopName(int l) {
-  static const char* names[] = {"queue", "", "promote", "turns"};
+  static const char* names[] = {"queue", "promote", "turns"};
   return names[l];
 }
 

@@ -104,7 +104,8 @@ std::string OpDTypeLabel(const Op& op);
 absl::string_view OpShapeClass(const Op& op);
 // The inputs of the three labels above and of OpName packed into one number: two ops have the
 // same key exactly when their four labels are the same. For caching a metric series per op
-// without building its label strings on every request.
+// without building its label strings on every request. It mirrors OpName, OpVariantLabel,
+// OpDTypeLabel and OpShapeClass: change it with them (op_labels_test checks the pairing).
 uint64_t OpLabelKey(const Op& op);
 
 // Checks the op against its contract: dtypes, shapes, block divisibility, enum values, that

@@ -12,6 +12,7 @@
 //
 //   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
 //                  [--unsplit] [--candidates=s5,c2,...] [--trace=PREFIX] [--shape=MxNxK]
+//                  [--power=SECONDS]
 //
 // --candidates times, in the same loop as ours and the peer, variants of each case's config
 // (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster, `mN` and `nN` the
@@ -27,12 +28,19 @@
 // --shape=MxNxK runs one NT case of that shape instead of the list (e.g. one wave of tiles with
 // a long K, whose time is the main loop's alone).
 //
+// --power=SECONDS: after timing, ours and the peer each run back to back for SECONDS, twice in
+// turn (ours, peer, ours, peer), each after 0.3 s of the same launches to settle the clocks;
+// NVML's energy counter gives the watts and joules per GEMM of each soak, and the SM clock and
+// clock-event reasons are sampled every batch (nvml_power.h: an H100 running FP8 GEMMs sits at
+// its power limit, so speed follows energy per GEMM). "power" in the case's JSON.
+//
 // --trace=PREFIX: after timing, one more launch of the default and of each candidate writes the
 // kernel's clock trace (gemm_fp8_kernel.h, SetGemmFp8Trace) to PREFIX_<case>_<config>.bin; only
 // a build with -DKD_GEMM_TRACE=ON records (its marks cost the kernel 8-13% of its speed), others
 // write zeros. bench/gpu_gemm/trace_summary.py summarises the files.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cctype>
@@ -45,6 +53,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/gpu_gemm/nvml_power.h"
 #include "kerneld/kernels/fp8.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
@@ -198,6 +207,7 @@ struct Options {
   std::vector<std::string> only;  // empty: every case
   bool split = true;              // pass the scratch (split tail)
   std::vector<std::string> candidates;
+  double power_seconds = 0;  // --power: soak length per kernel and round; 0: no power soak
   std::string trace;  // prefix of per-launch clock trace files (experiment); empty: none
   std::string shape_name;  // --shape: one NT case of this M x N x K instead of the list
   int64_t shape[3] = {0, 0, 0};
@@ -249,6 +259,58 @@ double TimeBatches(F&& launch, int sets, int per_sample, cudaEvent_t start, cuda
   float ms = 0;
   BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
   return ms / per_sample;
+}
+
+double NowSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// One power soak: `launch(set)` back to back for `seconds` after 0.3 s of settling, batches of
+// `per_batch` launches kept two deep in the stream (no idle gaps), the SM clock and clock-event
+// reasons sampled as each batch completes. Returns a JSON object.
+template <typename F>
+std::string Soak(F&& launch, int sets, int per_batch, double seconds, double flops,
+                 const NvmlPower& nv, int& rotation) {
+  cudaEvent_t ev[2];
+  for (cudaEvent_t& e : ev) BENCH_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  std::vector<double> mhz;
+  uint64_t reasons = 0;
+  int64_t launches = 0;
+  auto loop = [&](double span, bool sample) {
+    const double end = NowSeconds() + span;
+    for (int64_t i = 0;; ++i) {
+      if (i >= 2) {
+        BENCH_CHECK_CUDA(cudaEventSynchronize(ev[i % 2]));  // batch i - 2 is done
+        if (sample) {
+          mhz.push_back(nv.SmMhz());
+          reasons |= nv.EventReasons();
+        }
+      }
+      if (NowSeconds() >= end) break;
+      for (int j = 0; j < per_batch; ++j) launch(rotation++ % sets);
+      BENCH_CHECK_CUDA(cudaEventRecord(ev[i % 2]));
+      if (sample) launches += per_batch;
+    }
+    BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+  };
+  loop(0.3, false);
+  const uint64_t e0 = nv.EnergyMj();
+  const double t0 = NowSeconds();
+  loop(seconds, true);
+  const double t1 = NowSeconds();
+  const uint64_t e1 = nv.EnergyMj();
+  for (cudaEvent_t e : ev) cudaEventDestroy(e);
+  const double span = t1 - t0, joules = (e1 - e0) * 1e-3;
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(reasons));
+  return absl::StrCat("{\"seconds\":", span, ",\"launches\":", launches,
+                      ",\"tflops\":", flops * launches / span / 1e12,
+                      ",\"watts\":", joules / span, ",\"joules_per_gemm\":", joules / launches,
+                      ",\"gflop_per_joule\":", flops * launches / joules / 1e9,
+                      ",\"sm_mhz_median\":", mhz.empty() ? 0.0 : Median(mhz),
+                      ",\"clock_event_reasons\":\"", hex, "\"}");
 }
 
 std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void* workspace,
@@ -396,6 +458,27 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
       cand_rel.push_back(max_rel_of(x));
     }
   }
+  // Power soaks: ours, the peer, ours, the peer.
+  std::string power;
+  if (opt.power_seconds > 0 && ok && peer_ok && err == cudaSuccess) {
+    char bus[32] = {0};
+    BENCH_CHECK_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), 0));
+    static const NvmlPower nv(bus);
+    if (!nv.ok()) {
+      power = "{\"error\":\"NVML not available (libnvidia-ml.so.1)\"}";
+    } else {
+      power = absl::StrCat("{\"limit_watts\":", nv.LimitWatts(), ",\"rounds\":[");
+      for (int r = 0; r < 2; ++r) {
+        absl::StrAppend(&power, r ? "," : "", "{\"ours\":",
+                        Soak(ours, sets, per_sample, opt.power_seconds, flops, nv, rotation),
+                        ",\"cublaslt\":",
+                        Soak(cublas, sets, per_sample, opt.power_seconds, flops, nv, rotation),
+                        "}");
+      }
+      absl::StrAppend(&power, "]}");
+    }
+    err = cudaDeviceSynchronize();
+  }
   // Clock traces (a KD_GEMM_TRACE build; others write zeros): one launch of the default and of
   // each candidate.
   if (!opt.trace.empty() && ok && err == cudaSuccess) {
@@ -460,6 +543,7 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     }
     absl::StrAppend(&out, "]");
   }
+  if (!power.empty()) absl::StrAppend(&out, ",\"power\":", power);
   absl::StrAppend(&out, "}");
   return out;
 }
@@ -511,6 +595,12 @@ int main(int argc, char** argv) {
       opt.shape[0] = m;
       opt.shape[1] = n;
       opt.shape[2] = k;
+    } else if (arg.rfind("--power=", 0) == 0) {
+      opt.power_seconds = std::atof(arg.c_str() + 8);
+      if (!(opt.power_seconds > 0 && opt.power_seconds <= 60)) {
+        std::fprintf(stderr, "--power wants seconds in (0, 60]\n");
+        return 2;
+      }
     } else if (arg == "--unsplit") {
       opt.split = false;
     } else if (arg.rfind("--config=", 0) == 0) {
@@ -523,7 +613,8 @@ int main(int argc, char** argv) {
       opt.has_config = true;
     } else {
       std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
-                   "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX] [--shape=MxNxK]\n",
+                   "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX] [--shape=MxNxK] "
+                   "[--power=SECONDS]\n",
                    argv[0]);
       return 2;
     }

@@ -75,6 +75,37 @@ absl::StatusOr<CUtensorMap> MakeOperandMap(const Tensor& t, absl::string_view fi
   return map;
 }
 
+// Whether TMA can read scale tensor `t` (f32, innermost stride 1): its base and the byte
+// strides of its outer dimensions multiples of 16.
+bool TmaReadableScales(const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  for (int i = 0; i + 1 < t.rank; ++i) {
+    if (t.strides[i] * static_cast<int64_t>(sizeof(float)) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// A scale tensor (rows, K/128) or (groups, rows, K/128) as a TMA map: fp32, boxes of
+// kScaleBoxCols columns x `box_rows` rows (x 1 group), no swizzle, out-of-bounds cells zero.
+// False when the driver refuses it (the kernel then copies the scales with cp.async).
+bool MakeScaleMap(const Tensor& t, int box_rows, CUtensorMap* map) {
+  const EncodeTiledFn encode = EncodeTiled();
+  if (encode == nullptr || !TmaReadableScales(t) || t.rank < 2 || t.rank > 3) return false;
+  const int rank = t.rank;
+  cuuint64_t dims[3], strides[2];
+  cuuint32_t box[3] = {static_cast<cuuint32_t>(cuda_gemm::kScaleBoxCols),
+                       static_cast<cuuint32_t>(box_rows), 1};
+  cuuint32_t elem_strides[3] = {1, 1, 1};
+  for (int i = 0; i < rank; ++i) dims[i] = static_cast<cuuint64_t>(t.shape[rank - 1 - i]);
+  for (int i = 0; i + 1 < rank; ++i) {
+    strides[i] = static_cast<cuuint64_t>(t.strides[rank - 2 - i]) * sizeof(float);
+  }
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, t.data, dims, strides, box,
+                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {
     return Invalid(field, " starts at an address that is not a multiple of 16 bytes (TMA)");
@@ -121,6 +152,14 @@ int GemmFp8ResidentCtas(const GemmConfig& config) {
   if (!CheckGemmConfig(config).ok()) return 0;
   return cuda_gemm::GemmFp8ResidentCtas(config.block_m, config.block_n, config.stages,
                                         config.cluster);
+}
+
+bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
+  const GemmArgs nt =
+      args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
+  return CheckGemmConfig(config).ok() &&
+         cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) &&
+         TmaReadableScales(nt.a_scales) && TmaReadableScales(nt.b_scales);
 }
 
 namespace {
@@ -327,8 +366,15 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
   // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.
   const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
+  // The scales by TMA where both scale tensors allow it (else cp.async, see KernelParams).
+  CUtensorMap map_sa{}, map_sb{};
+  if (cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages)) {
+    const int b_box = p.b_scale_per_row ? config.block_n : (config.block_n > 128 ? 2 : 1);
+    p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
+                  MakeScaleMap(args.b_scales, b_box, &map_sb);
+  }
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
-      p, map_a, map_b, config.block_m, config.block_n, config.stages, cluster, config.num_ctas,
+      p, map_a, map_b, map_sa, map_sb, config.block_m, config.block_n, config.stages, cluster, config.num_ctas,
       max_useful, split ? scratch : nullptr, split ? SplitWorkspaceBytes() : 0, stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),

@@ -3,8 +3,9 @@
 //
 // Structure (one persistent CTA per SM, 128 * (1 + kBlockM / 64) threads):
 //   warpgroup 0, the producer (registers cut with setmaxnreg): warp 0 issues the TMA loads of
-//     the A and B tiles of each K block into a ring of shared-memory stages; warps 1..3 copy the
-//     matching scales with cp.async. All complete on the stage's "full" mbarrier.
+//     the A and B tiles of each K block into a ring of shared-memory stages, and where the scale
+//     tensors allow it (KernelParams::scale_tma) those of the block's scales too; otherwise
+//     warps 1..3 copy the scales with cp.async. All complete on the stage's "full" mbarrier.
 //   warpgroups 1.., the consumers (registers raised): each owns 64 rows of the tile. Per K
 //     block it issues four wgmma m64nNk32 (QGMMA) into one of two fp32 partial sums, and while
 //     they run it waits for the previous block's wgmmas (the other partial), multiplies that
@@ -32,9 +33,13 @@ namespace kd {
 namespace cuda_gemm {
 namespace {
 
-// Producer warps 1..3 (32 lanes each, one cp.async arrive per lane) plus the TMA thread's
-// expect_tx arrive.
+// Arrivals on a full barrier: the TMA thread's expect_tx arrive, plus, when the scales are
+// copied with cp.async, one per lane of producer warps 1..3.
 constexpr int kFullArrivals = 1 + 3 * 32;
+constexpr int kFullArrivalsTma = 1;
+
+// Dynamic shared memory a CTA may opt in to on sm_90 (227 KB).
+constexpr int kMaxSmemBytes = 232448;
 
 // Threads and the setmaxnreg split for a tile of kBlockM rows (64 per consumer warpgroup).
 // The register file is 64K 32-bit registers per SM and one CTA runs per SM.
@@ -672,11 +677,13 @@ struct BlockScales {
   float s0, s1;
 };
 
-template <bool kPerRowB>
+// Scale tiles hold one row per tile row (or B scale block) of kRow floats, the first used:
+// 4 (the TMA box's 16 bytes) where the shared memory has room, else 1 (SmemLayout::kScaleRow).
+template <bool kPerRowB, int kRow>
 __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
   BlockScales sc;
   sc.s0 = LoadSharedF32(sa);
-  sc.s1 = LoadSharedF32(sa + 8 * 4);
+  sc.s1 = LoadSharedF32(sa + 8 * 4 * kRow);
   if constexpr (!kPerRowB) {
     const float b = LoadSharedF32(sb);
     sc.s0 *= b;
@@ -691,7 +698,7 @@ __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
 
 // acc += part * scale once the wgmmas that wrote `part` completed; `sb` is the shared address
 // of this thread's first column scale (per-row B scales only).
-template <int kBlockN, bool kPerRowB>
+template <int kBlockN, bool kPerRowB, int kRow>
 __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
                                         const BlockScales& sc, uint32_t sb) {
 #pragma unroll
@@ -699,7 +706,15 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
   if constexpr (kPerRowB) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      const float2 b = LoadSharedF32x2(sb + 8 * j * 4);
+      // The thread's two columns' scales: adjacent (one 8-byte load) in rows of one float,
+      // 16 bytes apart in rows of four.
+      float2 b;
+      if constexpr (kRow == 1) {
+        b = LoadSharedF32x2(sb + 8 * j * 4);
+      } else {
+        b.x = LoadSharedF32(sb + 8 * j * 4 * kRow);
+        b.y = LoadSharedF32(sb + (8 * j + 1) * 4 * kRow);
+      }
       acc[4 * j + 0] += part[4 * j + 0] * (sc.s0 * b.x);
       acc[4 * j + 1] += part[4 * j + 1] * (sc.s0 * b.y);
       acc[4 * j + 2] += part[4 * j + 2] * (sc.s1 * b.x);
@@ -716,20 +731,49 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
   }
 }
 
+// Bytes of dynamic shared memory for a tile, stage count and scale row of `row` floats.
+constexpr int SmemBytes(int block_m, int block_n, int stages, int row) {
+  return stages * ((block_m + block_n) * (kBlockK + 4 * row) + 16) + (block_m / 64) * kEpiBytes +
+         static_cast<int>(sizeof(GroupTable)) + 1024;
+}
+
+// Whether the tile loads its scales by TMA (where the scale tensors allow it): 128x192 only.
+// NOTE: on an H100 (bench/RESULTS.md, branch gemm12) TMA scale loads made 128x192 in clusters
+// of 2 3.5% faster at 8192^3 and 5.9% at 4096x7168x16384, but 192x128 in clusters of 2 2-7%
+// slower (4096^3, 16384x8192x5120, 8192x7168x2048, 4096x2112x7168, 4096x24576x1536) and 64x64
+// 3% slower (64x4096x7168); the others were not measured. The 128x128 tile with 6 stages and
+// 128x64 with 8 have no room for the larger scale tiles anyway.
+constexpr bool TmaScales(int block_m, int block_n, int stages) {
+  return block_m == 128 && block_n == 192 &&
+         SmemBytes(block_m, block_n, stages, kScaleBoxCols) <= kMaxSmemBytes;
+}
+
+// Per stage: the A and B tiles, a scale row per tile row of A and per column of B (per-row B
+// scales; 128x128 B scales use the first one or two rows). A scale row is kScaleRow floats:
+// 4, the 16-byte box of the TMA scale loads, for tiles that load their scales by TMA, else 1
+// (those configurations always copy the scales with cp.async).
 template <int kBlockM, int kBlockN, int kStages>
 struct SmemLayout {
+  static constexpr int kScaleRow = TmaScales(kBlockM, kBlockN, kStages) ? kScaleBoxCols : 1;
   static constexpr int kTileABytes = kBlockM * kBlockK;  // e4m3: one byte per element
   static constexpr int kTileBBytes = kBlockN * kBlockK;
+  static constexpr int kScaleABytes = kBlockM * 4 * kScaleRow;  // per stage
+  static constexpr int kScaleBBytes = kBlockN * 4 * kScaleRow;
   static constexpr int kA = 0;
   static constexpr int kB = kA + kStages * kTileABytes;
   static constexpr int kEpi = kB + kStages * kTileBBytes;  // one kEpiBytes buffer per consumer
+  // 128-byte aligned, as TMA's destinations must be.
   static constexpr int kScaleA = kEpi + (kBlockM / 64) * kEpiBytes;
-  static constexpr int kScaleB = kScaleA + kStages * kBlockM * 4;
-  static constexpr int kFull = kScaleB + kStages * kBlockN * 4;
+  static constexpr int kScaleB = kScaleA + kStages * kScaleABytes;
+  static constexpr int kFull = kScaleB + kStages * kScaleBBytes;
   static constexpr int kEmpty = kFull + kStages * 8;
   static constexpr int kGroups = kEmpty + kStages * 8;
   // + 1024 so that the base can be rounded up to the 1024-byte alignment of 128-byte swizzle.
   static constexpr int kBytes = kGroups + static_cast<int>(sizeof(GroupTable)) + 1024;
+  static_assert(kBytes == SmemBytes(kBlockM, kBlockN, kStages, kScaleRow), "layout");
+  static_assert(kScaleA % 128 == 0 && kScaleB % 128 == 0 && kScaleABytes % 128 == 0 &&
+                    kScaleBBytes % 128 == 0,
+                "TMA destinations");
 };
 
 // True in one lane of the (converged) warp: `elect.sync`, which needs no lane index. With the lane
@@ -745,6 +789,15 @@ __device__ __forceinline__ bool ElectOne() {
       "}\n"
       : "=r"(elected));
   return elected != 0;
+}
+
+// The column of K block `kb`'s scale in a scale row of kRow floats. TMA boxes must start at a
+// 16-byte aligned address, so the box of block kb starts at column kb - kb % 4 and holds the
+// scales of blocks kb - kb % 4 .. +3: the block's own is column kb % 4 (the cp.async path
+// writes it there too).
+template <int kRow>
+__host__ __device__ constexpr int ScaleColumn(int kb) {
+  return kRow > 1 ? kb % kRow : 0;
 }
 
 // Frees stage `s` for the producer(s) once this warp is done with it (its wgmmas completed and
@@ -792,9 +845,10 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   // Shared addresses: everything below is the base plus constants and the stage.
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
+  constexpr int kRow = L::kScaleRow;
   const uint32_t sa_base =
-      Opaque(base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4));
-  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
+      Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * kRow * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
@@ -837,22 +891,28 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   int done_stage = 0;
   int done_tile = first_work - work_stride;
   int done_left = 0;  // blocks of done_tile not yet promoted
+  uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
   auto next_done_tile = [&]() {
     do {
       done_tile += work_stride;
       done_left = done_tile < total ? blocks_of(done_tile) : 0;
     } while (done_tile < total && done_left == 0);
+    if constexpr (kRow > 1) {
+      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
+    }
   };
   next_done_tile();
   // The oldest block's scales, read before the wait for its wgmmas.
   auto scales = [&]() {
-    return LoadScales<kPerRowB>(sa_base + done_stage * kBlockM * 4,
-                                sb_base + done_stage * kBlockN * 4);
+    return LoadScales<kPerRowB, kRow>(sa_base + done_stage * L::kScaleABytes + done_col,
+                                      sb_base + done_stage * L::kScaleBBytes + done_col);
   };
   auto finish = [&](float(&part)[kAcc], const BlockScales& sc) {
-    Promote<kBlockN, kPerRowB>(acc, part, sc, sb_base + done_stage * kBlockN * 4);
+    Promote<kBlockN, kPerRowB, kRow>(acc, part, sc,
+                                     sb_base + done_stage * L::kScaleBBytes + done_col);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
+    if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
     if (--done_left == 0) {
       CompleteTile<kBlockM, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
                                               1 + consumer, rank);
@@ -940,10 +1000,17 @@ struct WideScales {
   float s10, s11;  // row 1 (8 rows further)
 };
 
+template <int kRow>
 __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   const float a0 = LoadSharedF32(sa);
-  const float a1 = LoadSharedF32(sa + 8 * 4);
-  const float2 b = LoadSharedF32x2(sb);
+  const float a1 = LoadSharedF32(sa + 8 * 4 * kRow);
+  float2 b;
+  if constexpr (kRow == 1) {
+    b = LoadSharedF32x2(sb);
+  } else {
+    b.x = LoadSharedF32(sb);
+    b.y = LoadSharedF32(sb + 4 * kRow);
+  }
   WideScales sc{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
   // Finished before the caller's wgmma wait (see LoadScales).
   FenceOperand(sc.s00);
@@ -1016,9 +1083,10 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   const int lane = static_cast<int>(pin(tid % 32));
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
+  constexpr int kRow = L::kScaleRow;
   const uint32_t sa_base =
-      Opaque(base + L::kScaleA + 4 * (consumer * 64 + (tid / 32) * 16 + lane / 4));
-  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
+      Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * kRow * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
@@ -1065,6 +1133,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   int done_tile = first_work - work_stride;
   int done_left = 0;
   bool mid_first = true;  // the done tile starts at a B scale block boundary (wide tiles)
+  uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
   auto next_done_tile = [&]() {
     do {
       done_tile += work_stride;
@@ -1072,6 +1141,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     } while (done_tile < total && done_left == 0);
     if constexpr (kWide) {
       if (done_tile < total) mid_first = Uniform(sched.Get(done_tile).n0 % 128) == 0;
+    }
+    if constexpr (kRow > 1) {
+      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
     }
   };
   next_done_tile();
@@ -1081,15 +1153,15 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   if (more) issue(part);
   while (more) {
     tr.Mark(0);
-    const uint32_t sa = sa_base + done_stage * kBlockM * 4;
-    const uint32_t sb = sb_base + done_stage * kBlockN * 4;
+    const uint32_t sa = sa_base + done_stage * L::kScaleABytes + done_col;
+    const uint32_t sb = sb_base + done_stage * L::kScaleBBytes + done_col;
     if constexpr (kPerRowB || !kWide) {
-      const BlockScales sc = LoadScales<kPerRowB>(sa, sb);
+      const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
       WgmmaWait<0>();
       tr.Mark(1);
-      Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
+      Promote<kBlockN, kPerRowB, kRow>(acc, part, sc, sb);
     } else {
-      const WideScales sc = LoadWideScales(sa, sb);
+      const WideScales sc = LoadWideScales<kRow>(sa, sb);
       WgmmaWait<0>();
       tr.Mark(1);
       PromoteWide<kBlockN>(acc, part, sc, mid_first);
@@ -1097,6 +1169,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     tr.Mark(2);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
+    if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
     more = next_issue();
     if (more) issue(part);
     tr.Mark(4);
@@ -1122,7 +1195,9 @@ template <int kBlockM, int kBlockN, int kStages, int kCluster>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p,
                   const __grid_constant__ CUtensorMap map_a,
-                  const __grid_constant__ CUtensorMap map_b) {
+                  const __grid_constant__ CUtensorMap map_b,
+                  const __grid_constant__ CUtensorMap map_sa,
+                  const __grid_constant__ CUtensorMap map_sb) {
   using L = SmemLayout<kBlockM, kBlockN, kStages>;
   using R = Roles<kBlockM>;
   constexpr int kTileABytes = L::kTileABytes;
@@ -1138,13 +1213,16 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   GroupTable& groups = *reinterpret_cast<GroupTable*>(smem + L::kGroups);
 
   constexpr int kScaleBlocksB = kBlockN > 128 ? 2 : 1;
+  constexpr int kRow = L::kScaleRow;
+  // The scales come by TMA (see KernelParams::scale_tma) only where their tiles fit.
+  const bool scale_tma = kRow == kScaleBoxCols && p.scale_tma;
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      BarrierInit(&full[s], kFullArrivals);
+      BarrierInit(&full[s], scale_tma ? kFullArrivalsTma : kFullArrivals);
       BarrierInit(&empty[s], R::kEmptyArrivals * kCluster);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -1173,6 +1251,16 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
       if (lane == 0) {
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)));
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)));
+        if (scale_tma) {
+          asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_sa)));
+          asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_sb)));
+        }
+        // Bytes a stage's full barrier expects: the A and B tiles and, by TMA, the scale boxes
+        // (all of a box's bytes count, out-of-bounds ones too).
+        const uint32_t scale_b_rows = p.b_scale_per_row ? kBlockN : kScaleBlocksB;
+        const uint32_t stage_bytes =
+            kTileABytes + L::kTileBBytes +
+            (scale_tma ? (kBlockM + scale_b_rows) * kScaleBoxCols * 4 : 0);
         Tracer tr(p, 2, true);
         for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
@@ -1181,8 +1269,23 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             BarrierWait(&empty[stage], phase ^ 1);
             tr.Mark(1);
             tr.Next();
-            BarrierArriveExpectTx(&full[stage], kTileABytes + L::kTileBBytes);
+            BarrierArriveExpectTx(&full[stage], stage_bytes);
             TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
+            if (scale_tma) {
+              // Each CTA of a cluster loads its own: the box holding column kb (ScaleColumn),
+              // rows from the tile's first row (A), column or scale block (B); rows past the
+              // tensor and columns past K/128 read zero.
+              float* sb = scales_b + stage * (L::kScaleBBytes / 4);
+              const int col0 = kb - ScaleColumn<kRow>(kb);
+              TmaLoad2d(scales_a + stage * (L::kScaleABytes / 4), &map_sa, &full[stage], col0,
+                        tile.m0);
+              if (p.mode == KernelMode::kMGrouped) {
+                TmaLoad3d(sb, &map_sb, &full[stage], col0, tile.n0 / 128, tile.group);
+              } else {
+                TmaLoad2d(sb, &map_sb, &full[stage], col0,
+                          p.b_scale_per_row ? tile.n0 : tile.n0 / 128);
+              }
+            }
             constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
             constexpr uint16_t kMask = static_cast<uint16_t>((1u << kCluster) - 1);
             if (p.mode == KernelMode::kMGrouped) {
@@ -1209,7 +1312,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
           }
         }
       }
-    } else {
+    } else if (!scale_tma) {
       // Warps 1 and 2 copy the A scales (half of the tile's rows each), warp 3 the B scales:
       // spread over three warps, and so over three of the SM's four schedulers, which the
       // consumer warpgroups share (each wgmma waits for all four of a warpgroup's warps).
@@ -1223,28 +1326,30 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
           tr.Mark(1);
           tr.Next();
           if (role < 2) {
-            float* sa = scales_a + stage * kBlockM + role * (kBlockM / 2);
+            float* sa = scales_a + stage * (L::kScaleABytes / 4) + role * (kBlockM / 2) * kRow +
+                        ScaleColumn<kRow>(kb);
 #pragma unroll
             for (int i = 0; i < kBlockM / 64; ++i) {
               const int row = tile.m0 + role * (kBlockM / 2) + lane + 32 * i;
               const bool valid = row < p.m;
-              CpAsync4(sa + lane + 32 * i, p.a_scales + (valid ? row * p.sa_row + kb : 0), valid);
+              CpAsync4(sa + (lane + 32 * i) * kRow,
+                       p.a_scales + (valid ? row * p.sa_row + kb : 0), valid);
             }
           } else {
-            float* sb = scales_b + stage * kBlockN;
+            float* sb = scales_b + stage * (L::kScaleBBytes / 4) + ScaleColumn<kRow>(kb);
             if (p.b_scale_per_row) {
 #pragma unroll
               for (int i = 0; i < kBlockN / 32; ++i) {
                 const int col = tile.n0 + lane + 32 * i;
                 const bool valid = col < p.n;
-                CpAsync4(sb + lane + 32 * i, p.b_scales + (valid ? col * p.sb_row + kb : 0),
-                         valid);
+                CpAsync4(sb + (lane + 32 * i) * kRow,
+                         p.b_scales + (valid ? col * p.sb_row + kb : 0), valid);
               }
             } else if (lane < kScaleBlocksB) {
               // A wide tile's columns span two 128-column scale blocks; one past N reads zero.
               const int nb = tile.n0 / 128 + lane;
               const bool valid = nb * 128 < p.n;
-              CpAsync4(sb + lane,
+              CpAsync4(sb + lane * kRow,
                        p.b_scales + (valid ? tile.group * p.sb_group + nb * p.sb_row + kb : 0),
                        valid);
             }
@@ -1387,13 +1492,15 @@ uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
-                   int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
+                   const CUtensorMap& map_sa, const CUtensorMap& map_sb, int num_ctas,
+                   int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
   if (err != cudaSuccess) return err;
   KernelParams p = params;
   p.trace = g_trace;
+  if (SmemLayout<kBlockM, kBlockN, kStages>::kScaleRow != kScaleBoxCols) p.scale_tma = 0;
   if (num_ctas <= 0) {
     num_ctas = resident;
     err = PlanSplitTail<kBlockM, kBlockN, kCluster>(p, resident, num_ctas, workspace,
@@ -1412,7 +1519,7 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(num_ctas, &cluster, stream);
   return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, p,
-                            map_a, map_b);
+                            map_a, map_b, map_sa, map_sb);
 }
 
 }  // namespace
@@ -1424,9 +1531,12 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
 }
 
 int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
-  const int per_stage = (block_m + block_n) * kBlockK + (block_m + block_n) * 4 + 16;
-  return stages * per_stage + (block_m / 64) * kEpiBytes + static_cast<int>(sizeof(GroupTable)) +
-         1024;
+  return SmemBytes(block_m, block_n, stages,
+                   TmaScales(block_m, block_n, stages) ? kScaleBoxCols : 1);
+}
+
+bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
+  return TmaScales(block_m, block_n, stages);
 }
 
 #define KD_GEMM_INSTANCES(X) \
@@ -1445,15 +1555,16 @@ int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
   X(192, 128, 4, 2)
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
-                                const CUtensorMap& map_b, int block_m, int block_n, int stages,
+                                const CUtensorMap& map_b, const CUtensorMap& map_sa,
+                                const CUtensorMap& map_sb, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
   // K-grouped's scheduler pairs no tiles: in a cluster both CTAs would run the same ones.
   if (params.mode == KernelMode::kKGrouped && cluster != 1) return cudaErrorInvalidValue;
 #define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
   if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
-    return Launch<BM, BN, S, C>(params, map_a, map_b, num_ctas, max_useful_ctas, workspace,    \
-                                workspace_bytes, stream);                                     \
+    return Launch<BM, BN, S, C>(params, map_a, map_b, map_sa, map_sb, num_ctas,               \
+                                max_useful_ctas, workspace, workspace_bytes, stream);         \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH

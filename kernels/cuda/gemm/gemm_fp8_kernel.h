@@ -62,6 +62,11 @@ struct KernelParams {
   unsigned* split_flags = nullptr;
   // Clock trace (builds with KD_GEMM_TRACE only; see SetGemmFp8Trace): kTraceWords u32.
   uint32_t* trace = nullptr;
+  // 1: the TMA thread loads each K block's scales through map_sa / map_sb (see
+  // LaunchGemmFp8Kernel) on the stage's full barrier; 0: producer warps 1..3 copy them with
+  // cp.async from a_scales / b_scales. The launch clears it for a configuration built without
+  // the TMA scale tiles (GemmFp8TmaScales).
+  int scale_tma = 0;
 };
 
 // Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
@@ -84,6 +89,19 @@ void SetGemmFp8Trace(uint32_t* trace);
 // the split items of a launch fit in one wave of its CTAs).
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
+// The scale maps' boxes (fp32, no swizzle, innermost dimension first): map_sa over a_scales
+// (rows, K/128), box {4, block_m}; map_sb over per-row B scales (N, K/128), box {4, block_n}, over
+// 128x128 B scales (ceil(N/128), K/128), box {4, block_n > 128 ? 2 : 1}, or for M-grouped
+// (E, ceil(N/128), K/128), box {4, block_n > 128 ? 2 : 1, 1}. Four columns are TMA's 16-byte
+// minimum, and a box must start 16 bytes aligned: K block kb's scales come in the box at column
+// kb - kb % 4, whose column kb % 4 the kernel uses.
+constexpr int kScaleBoxCols = 4;
+
+// Whether the kernel of this tile and stage count is built with the TMA scale tiles (16 bytes per
+// row and stage instead of 4), so that KernelParams::scale_tma takes effect: 128x192 only (see
+// TmaScales in gemm_fp8_kernel.cu for the measurements).
+bool GemmFp8TmaScales(int block_m, int block_n, int stages);
+
 // Launches the kernel with a `block_m` x `block_n` tile, `stages` pipeline stages and clusters
 // of `cluster` CTAs (2: M-adjacent tiles share their B tile through TMA multicast, in M-grouped
 // mode two tiles of one group; dense and M-grouped modes only, and map_b's box must then be
@@ -100,8 +118,10 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 // or 2; three consumer warpgroups, 512 threads). Returns the launch error
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built, or K-grouped
 // mode in a cluster).
+// `map_sa` and `map_sb` are read only with params.scale_tma set.
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
-                                const CUtensorMap& map_b, int block_m, int block_n, int stages,
+                                const CUtensorMap& map_b, const CUtensorMap& map_sa,
+                                const CUtensorMap& map_sb, int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
 

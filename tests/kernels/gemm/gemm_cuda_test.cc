@@ -437,10 +437,31 @@ INSTANTIATE_TEST_SUITE_P(
         MGroupedCase{"bm192_bn128_one_group", {900}, 320, 256, Config(192, 128, 4, 8, 2)}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// K-grouped TN: a (m, T), b (n, T), group ends `ends` over T (the last T), d (E, m, n).
+HostOp MakeKGrouped(const std::vector<int64_t>& ends, int64_t m, int64_t n, const Mix& mix,
+                    std::mt19937_64& rng) {
+  const int64_t total = ends.back(), experts = ends.size(), tb = total / 128;
+  HostOp op;
+  op.tensors.push_back(MakeHost(DType::kE4M3FN, {m, total}));
+  op.tensors.push_back(MakeHost(DType::kF32, {m, tb}));
+  op.tensors.push_back(MakeHost(DType::kE4M3FN, {n, total}));
+  op.tensors.push_back(MakeHost(DType::kF32, {n, tb}));
+  op.tensors.push_back(MakeHost(mix.out, {experts, m, n}));
+  op.tensors.push_back(Ends(ends));
+  FillFp8(op.tensors[0], mix.a, rng);
+  FillScales(op.tensors[1], mix.scale_magnitude, rng);
+  FillFp8(op.tensors[2], mix.b, rng);
+  FillScales(op.tensors[3], 0, rng);
+  if (mix.accumulate) FillGaussian(op.tensors[4], rng);
+  op.args.variant = GemmVariant::kKGroupedTN;
+  op.args.accumulate = mix.accumulate;
+  op.args = Bind(op.args, op.tensors);
+  return op;
+}
+
 TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
-  const int64_t total = ends.back(), experts = ends.size(), m = 200, n = 136, tb = total / 128;
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 6),
                                    Config(128, 128, 5, 8, 2), Config(64, 64, 8),
                                    Config(128, 192, 4), Config(192, 128, 4)}) {
@@ -448,24 +469,158 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
       std::mt19937_64 rng(seed);
-      HostOp op;
-      op.tensors.push_back(MakeHost(DType::kE4M3FN, {m, total}));
-      op.tensors.push_back(MakeHost(DType::kF32, {m, tb}));
-      op.tensors.push_back(MakeHost(DType::kE4M3FN, {n, total}));
-      op.tensors.push_back(MakeHost(DType::kF32, {n, tb}));
-      op.tensors.push_back(MakeHost(mix.out, {experts, m, n}));
-      op.tensors.push_back(Ends(ends));
-      FillFp8(op.tensors[0], mix.a, rng);
-      FillScales(op.tensors[1], mix.scale_magnitude, rng);
-      FillFp8(op.tensors[2], mix.b, rng);
-      FillScales(op.tensors[3], 0, rng);
-      if (mix.accumulate) FillGaussian(op.tensors[4], rng);
-      op.args.variant = GemmVariant::kKGroupedTN;
-      op.args.accumulate = mix.accumulate;
-      op.args = Bind(op.args, op.tensors);
+      HostOp op = MakeKGrouped(ends, 200, 136, mix, rng);
       CheckAgainstCpu(op, config);
     }
   }
+}
+
+// The scale loads: the kernel's TMA thread loads each K block's scales (a 16-byte box of four
+// K blocks' scales per row) for the 128x192 tile when both scale tensors have 16-byte aligned
+// rows; otherwise producer warps copy them with cp.async.
+// Each case states the path it takes (checked with GemmFp8LoadsScalesByTma on the device
+// tensors) and must match the CPU backend: K/128 a multiple of 4 or not (3, 5), per variant and
+// tile, and scale tensors whose rows are padded to 4 or 8 floats while K/128 is 3 or 5 (the
+// padding holds NaN: a kernel that read it would fail). A tile's first block sits at every column
+// of a 4-column box in the K-grouped cases (and in the split tail's, GemmCudaSplitTailTest).
+struct ScalePathCase {
+  const char* name;
+  GemmVariant variant;
+  int64_t m, n, k;  // M-grouped: m unused (the ends); K-grouped: k unused (the ends)
+  GemmConfig config;
+  bool pad_scales;
+  bool tma;  // the path it must take
+  std::vector<int64_t> ends = {};
+};
+
+// `t` (rank 2 or 3, contiguous, last dimension c) re-laid with rows of the next multiple of 4
+// above c elements, the c used ones first and NaN after them.
+HostTensor PadScaleRows(const HostTensor& t) {
+  const int64_t c = t.t.shape[t.t.rank - 1], rows = t.t.numel() / c, row = c + 4 - c % 4;
+  HostTensor out = MakeHost(DType::kF32, {rows, row});
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < row; ++j) {
+      out.data<float>()[i * row + j] = j < c ? static_cast<const float*>(t.t.data)[i * c + j]
+                                             : std::nanf("");
+    }
+  }
+  out.t.rank = t.t.rank;
+  int64_t stride = row;
+  for (int d = t.t.rank - 1; d >= 0; --d) {
+    out.t.shape[d] = t.t.shape[d];
+    out.t.strides[d] = d == t.t.rank - 1 ? 1 : stride;
+    if (d < t.t.rank - 1) stride *= t.t.shape[d];
+  }
+  return out;
+}
+
+class GemmCudaScalePathTest : public ::testing::TestWithParam<ScalePathCase> {};
+
+TEST_P(GemmCudaScalePathTest, TakesItsPathAndMatchesCpuBackendWithinBudget) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  const ScalePathCase& c = GetParam();
+  for (const Mix& mix : GpuMixes()) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = c.variant == GemmVariant::kMGroupedNT   ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
+                : c.variant == GemmVariant::kKGroupedTN ? MakeKGrouped(c.ends, c.m, c.n, mix, rng)
+                                                        : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
+    if (c.pad_scales) {
+      op.tensors[1] = PadScaleRows(op.tensors[1]);
+      op.tensors[3] = PadScaleRows(op.tensors[3]);
+      op.args = Bind(op.args, op.tensors);
+    }
+    const GemmConfig config = c.config;
+    const bool tma = c.tma;
+    CheckAgainstCpu(op, [config, tma](const GemmArgs& args) {
+      EXPECT_EQ(GemmFp8LoadsScalesByTma(args, config), tma);
+      return WithConfig(config)(args);
+    });
+  }
+}
+
+// Groups of 1, 2, 1 and 1 or 4 K blocks, starting at blocks 0, 1, 3 and 4.
+const std::vector<int64_t> kEndsK640 = {128, 384, 512, 640};    // T/128 = 5
+const std::vector<int64_t> kEndsK1024 = {128, 384, 512, 1024};  // T/128 = 8
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, GemmCudaScalePathTest,
+    ::testing::Values(
+        // 128x192 (the tile built with TMA scale loads), clusters of 1 and 2.
+        ScalePathCase{"nt_k384_cp_async_bn192", GemmVariant::kNT, 300, 200, 384,
+                      Config(128, 192, 4), false, false},
+        ScalePathCase{"nt_k512_tma_bn192", GemmVariant::kNT, 300, 392, 512, Config(128, 192, 4),
+                      false, true},
+        ScalePathCase{"nt_k512_tma_bn192_c2", GemmVariant::kNT, 1100, 1000, 512,
+                      Config(128, 192, 4, 3, 2), false, true},
+        ScalePathCase{"nt_k384_padded_tma_bn192_c2", GemmVariant::kNT, 1100, 1000, 384,
+                      Config(128, 192, 4, 3, 2), true, true},
+        ScalePathCase{"tn_k384_cp_async_bn192", GemmVariant::kTN, 400, 392, 384,
+                      Config(128, 192, 4), false, false},
+        ScalePathCase{"tn_k512_tma_bn192", GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4),
+                      false, true},
+        ScalePathCase{"tn_k512_tma_bn192_c2", GemmVariant::kTN, 400, 136, 512,
+                      Config(128, 192, 4, 8, 2), false, true},
+        ScalePathCase{"tn_k640_padded_tma_bn192", GemmVariant::kTN, 200, 136, 640,
+                      Config(128, 192, 4), true, true},
+        ScalePathCase{"nn_k640_cp_async_bn192", GemmVariant::kNN, 520, 400, 640,
+                      Config(128, 192, 4, 3), false, false},
+        ScalePathCase{"nn_k1024_tma_bn192", GemmVariant::kNN, 520, 400, 1024,
+                      Config(128, 192, 4, 3), false, true},
+        ScalePathCase{"nn_k512_tma_bn192_c2", GemmVariant::kNN, 300, 208, 512,
+                      Config(128, 192, 4, 8, 2), false, true},
+        ScalePathCase{"m_grouped_k384_cp_async_bn192_c2", GemmVariant::kMGroupedNT, 0, 200, 384,
+                      Config(128, 192, 4, 8, 2), false, false, kEnds128},
+        ScalePathCase{"m_grouped_k512_tma_bn192_c2", GemmVariant::kMGroupedNT, 0, 200, 512,
+                      Config(128, 192, 4, 8, 2), false, true, kEnds128},
+        ScalePathCase{"m_grouped_k384_padded_tma_bn192_c2", GemmVariant::kMGroupedNT, 0, 320,
+                      384, Config(128, 192, 4, 2, 2), true, true, kEnds128},
+        ScalePathCase{"m_grouped_k512_tma_bn192", GemmVariant::kMGroupedNT, 0, 320, 512,
+                      Config(128, 192, 4), false, true, kEnds128},
+        ScalePathCase{"k_grouped_t640_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
+                      Config(128, 192, 4), false, false, kEndsK640},
+        ScalePathCase{"k_grouped_t1024_tma_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
+                      Config(128, 192, 4), false, true, kEndsK1024},
+        ScalePathCase{"k_grouped_t640_padded_tma_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
+                      Config(128, 192, 4), true, true, kEndsK640},
+        // Tiles built without TMA scale loads copy them with cp.async, aligned or not.
+        ScalePathCase{"nt_k512_cp_async_bm192_c2", GemmVariant::kNT, 500, 392, 512,
+                      Config(192, 128, 4, 3, 2), false, false},
+        ScalePathCase{"nt_k512_cp_async_bn128_s5", GemmVariant::kNT, 300, 264, 512,
+                      Config(128, 128, 5), false, false},
+        ScalePathCase{"tn_k512_cp_async_bm192", GemmVariant::kTN, 400, 392, 512,
+                      Config(192, 128, 4), false, false},
+        ScalePathCase{"m_grouped_k512_cp_async_bm192_c2", GemmVariant::kMGroupedNT, 0, 320, 512,
+                      Config(192, 128, 4, 3, 2), false, false, kEnds192},
+        ScalePathCase{"k_grouped_t1024_cp_async_bm64", GemmVariant::kKGroupedTN, 200, 136, 0,
+                      Config(64, 64, 8), false, false, kEndsK1024}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The path rule on its own (no GPU: only shapes, strides and addresses are read).
+TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
+  const Mix mix = StandardMixes()[0];
+  std::mt19937_64 rng(1);
+  HostOp op = MakeDense(GemmVariant::kNT, 256, 256, 512, mix, rng);
+  GemmArgs g = op.args;
+  g.a_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  g.b_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 21);
+  EXPECT_TRUE(GemmFp8LoadsScalesByTma(g, Config(128, 192, 4)));
+  EXPECT_TRUE(GemmFp8LoadsScalesByTma(g, Config(128, 192, 4, 8, 2)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(192, 128, 4, 8, 2)));  // built without
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(128, 128, 5)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(64, 64, 8)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(128, 256, 4)));  // not a config
+  GemmArgs sliced = g;  // starts one K block in: 4 bytes off 16
+  sliced.a_scales.data = static_cast<char*>(g.a_scales.data) + 4;
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(sliced, Config(128, 192, 4)));
+  GemmArgs odd = g;  // K/128 = 3 with contiguous rows of 3 floats (12 bytes)
+  odd.a_scales.shape[1] = odd.a_scales.strides[0] = 3;
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
+  odd.a_scales.strides[0] = 8;  // padded rows of 32 bytes
+  EXPECT_TRUE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
+  odd.b_scales.strides[0] = 6;  // B rows of 24 bytes
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
 }
 
 TEST(GemmCudaTest, NnIsSupportedForE4m3fnOnly) {
@@ -669,7 +824,11 @@ INSTANTIATE_TEST_SUITE_P(
         // clusters, 2 pairs in 2 slices. TN: 12 tiles in 2 slices.
         DenseCase{GemmVariant::kNT, 300, 1000, 2048, Config(192, 128, 4)},
         DenseCase{GemmVariant::kNT, 900, 1200, 1024, WithCtas(Config(192, 128, 4, 3, 2), 8)},
-        DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(192, 128, 4)}),
+        DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(192, 128, 4)},
+        // Slices starting mid-box of the TMA scale loads (blocks 5 and 10 of 16; 10 of 20):
+        // 128x192 on 9 CTAs, 12 tiles: 3 tiles in 3 slices; TN on 8 CTAs: 4 tiles in 2 slices.
+        DenseCase{GemmVariant::kNT, 400, 392, 2048, WithCtas(Config(128, 192, 4), 9)},
+        DenseCase{GemmVariant::kTN, 400, 392, 2560, WithCtas(Config(128, 192, 4), 8)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +

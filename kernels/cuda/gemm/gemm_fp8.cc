@@ -157,7 +157,9 @@ int GemmFp8ResidentCtas(const GemmConfig& config) {
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
   const GemmArgs nt =
       args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
-  return CheckGemmConfig(config).ok() &&
+  const bool per_row_b =
+      args.variant == GemmVariant::kTN || args.variant == GemmVariant::kKGroupedTN;
+  return !per_row_b && CheckGemmConfig(config).ok() &&
          cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) &&
          TmaReadableScales(nt.a_scales) && TmaReadableScales(nt.b_scales);
 }
@@ -366,12 +368,13 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
   // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.
   const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
-  // The scales by TMA where both scale tensors allow it (else cp.async, see KernelParams).
+  // The scales by TMA where the tile and both scale tensors allow it, with 128x128 B scales
+  // (else cp.async, see KernelParams).
   CUtensorMap map_sa{}, map_sb{};
-  if (cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages)) {
-    const int b_box = p.b_scale_per_row ? config.block_n : (config.block_n > 128 ? 2 : 1);
+  if (!p.b_scale_per_row &&
+      cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages)) {
     p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
-                  MakeScaleMap(args.b_scales, b_box, &map_sb);
+                  MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);
   }
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
       p, map_a, map_b, map_sa, map_sb, config.block_m, config.block_n, config.stages, cluster, config.num_ctas,

@@ -698,7 +698,7 @@ __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
 
 // acc += part * scale once the wgmmas that wrote `part` completed; `sb` is the shared address
 // of this thread's first column scale (per-row B scales only).
-template <int kBlockN, bool kPerRowB, int kRow>
+template <int kBlockN, bool kPerRowB>
 __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)[kBlockN / 2],
                                         const BlockScales& sc, uint32_t sb) {
 #pragma unroll
@@ -706,15 +706,7 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
   if constexpr (kPerRowB) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      // The thread's two columns' scales: adjacent (one 8-byte load) in rows of one float,
-      // 16 bytes apart in rows of four.
-      float2 b;
-      if constexpr (kRow == 1) {
-        b = LoadSharedF32x2(sb + 8 * j * 4);
-      } else {
-        b.x = LoadSharedF32(sb + 8 * j * 4 * kRow);
-        b.y = LoadSharedF32(sb + (8 * j + 1) * 4 * kRow);
-      }
+      const float2 b = LoadSharedF32x2(sb + 8 * j * 4);
       acc[4 * j + 0] += part[4 * j + 0] * (sc.s0 * b.x);
       acc[4 * j + 1] += part[4 * j + 1] * (sc.s0 * b.y);
       acc[4 * j + 2] += part[4 * j + 2] * (sc.s1 * b.x);
@@ -737,11 +729,14 @@ constexpr int SmemBytes(int block_m, int block_n, int stages, int row) {
          static_cast<int>(sizeof(GroupTable)) + 1024;
 }
 
-// Whether the tile loads its scales by TMA (where the scale tensors allow it): 128x192 only.
+// Whether the tile loads its scales by TMA (where the scale tensors allow it, and with 128x128
+// B scales): 128x192 only.
 // NOTE: on an H100 (bench/RESULTS.md, branch gemm12) TMA scale loads made 128x192 in clusters
 // of 2 3.5% faster at 8192^3 and 5.9% at 4096x7168x16384, but 192x128 in clusters of 2 2-7%
 // slower (4096^3, 16384x8192x5120, 8192x7168x2048, 4096x2112x7168, 4096x24576x1536) and 64x64
-// 3% slower (64x4096x7168); the others were not measured. The 128x128 tile with 6 stages and
+// 3% slower (64x4096x7168); the others were not measured. TN on 128x192 (per-row B scales by
+// TMA too: a 192-row box, and two loads per column pair in the promotion) was 4.6% slower at
+// 16640x5120x8192, so per-row B scales stay on cp.async. The 128x128 tile with 6 stages and
 // 128x64 with 8 have no room for the larger scale tiles anyway.
 constexpr bool TmaScales(int block_m, int block_n, int stages) {
   return block_m == 128 && block_n == 192 &&
@@ -751,7 +746,8 @@ constexpr bool TmaScales(int block_m, int block_n, int stages) {
 // Per stage: the A and B tiles, a scale row per tile row of A and per column of B (per-row B
 // scales; 128x128 B scales use the first one or two rows). A scale row is kScaleRow floats:
 // 4, the 16-byte box of the TMA scale loads, for tiles that load their scales by TMA, else 1
-// (those configurations always copy the scales with cp.async).
+// (those configurations always copy the scales with cp.async). Per-row B scales (TN,
+// K-grouped) are always copied, and then both tiles' rows are one float.
 template <int kBlockM, int kBlockN, int kStages>
 struct SmemLayout {
   static constexpr int kScaleRow = TmaScales(kBlockM, kBlockN, kStages) ? kScaleBoxCols : 1;
@@ -845,10 +841,11 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   // Shared addresses: everything below is the base plus constants and the stage.
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
-  constexpr int kRow = L::kScaleRow;
+  // Per-row B scales (TN, K-grouped) are always copied with cp.async, in rows of one float.
+  constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
   const uint32_t sa_base =
       Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
-  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * kRow * 2 * (lane % 4) : 0));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
@@ -908,8 +905,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
                                       sb_base + done_stage * L::kScaleBBytes + done_col);
   };
   auto finish = [&](float(&part)[kAcc], const BlockScales& sc) {
-    Promote<kBlockN, kPerRowB, kRow>(acc, part, sc,
-                                     sb_base + done_stage * L::kScaleBBytes + done_col);
+    Promote<kBlockN, kPerRowB>(acc, part, sc, sb_base + done_stage * L::kScaleBBytes + done_col);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
     if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
@@ -1083,10 +1079,11 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   const int lane = static_cast<int>(pin(tid % 32));
   const uint32_t base = SmemAddr(smem);
   const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
-  constexpr int kRow = L::kScaleRow;
+  // Per-row B scales (TN, K-grouped) are always copied with cp.async, in rows of one float.
+  constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
   const uint32_t sa_base =
       Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
-  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * kRow * 2 * (lane % 4) : 0));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
   const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
@@ -1159,7 +1156,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
       const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
       WgmmaWait<0>();
       tr.Mark(1);
-      Promote<kBlockN, kPerRowB, kRow>(acc, part, sc, sb);
+      Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
     } else {
       const WideScales sc = LoadWideScales<kRow>(sa, sb);
       WgmmaWait<0>();
@@ -1213,9 +1210,10 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   GroupTable& groups = *reinterpret_cast<GroupTable*>(smem + L::kGroups);
 
   constexpr int kScaleBlocksB = kBlockN > 128 ? 2 : 1;
-  constexpr int kRow = L::kScaleRow;
-  // The scales come by TMA (see KernelParams::scale_tma) only where their tiles fit.
-  const bool scale_tma = kRow == kScaleBoxCols && p.scale_tma;
+  // The scales come by TMA (see KernelParams::scale_tma) only for tiles built with room for
+  // them, and with 128x128 B scales; per-row B scales and those tiles' take rows of one float.
+  const bool scale_tma = L::kScaleRow == kScaleBoxCols && p.scale_tma && !p.b_scale_per_row;
+  const int scale_row = p.b_scale_per_row ? 1 : L::kScaleRow;  // floats per scale row
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -1257,10 +1255,9 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         }
         // Bytes a stage's full barrier expects: the A and B tiles and, by TMA, the scale boxes
         // (all of a box's bytes count, out-of-bounds ones too).
-        const uint32_t scale_b_rows = p.b_scale_per_row ? kBlockN : kScaleBlocksB;
         const uint32_t stage_bytes =
             kTileABytes + L::kTileBBytes +
-            (scale_tma ? (kBlockM + scale_b_rows) * kScaleBoxCols * 4 : 0);
+            (scale_tma ? (kBlockM + kScaleBlocksB) * kScaleBoxCols * 4 : 0);
         Tracer tr(p, 2, true);
         for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
@@ -1273,17 +1270,16 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
             if (scale_tma) {
               // Each CTA of a cluster loads its own: the box holding column kb (ScaleColumn),
-              // rows from the tile's first row (A), column or scale block (B); rows past the
-              // tensor and columns past K/128 read zero.
+              // rows from the tile's first row (A) or scale block (B); rows past the tensor and
+              // columns past K/128 read zero.
               float* sb = scales_b + stage * (L::kScaleBBytes / 4);
-              const int col0 = kb - ScaleColumn<kRow>(kb);
+              const int col0 = kb - ScaleColumn<kScaleBoxCols>(kb);
               TmaLoad2d(scales_a + stage * (L::kScaleABytes / 4), &map_sa, &full[stage], col0,
                         tile.m0);
               if (p.mode == KernelMode::kMGrouped) {
                 TmaLoad3d(sb, &map_sb, &full[stage], col0, tile.n0 / 128, tile.group);
               } else {
-                TmaLoad2d(sb, &map_sb, &full[stage], col0,
-                          p.b_scale_per_row ? tile.n0 : tile.n0 / 128);
+                TmaLoad2d(sb, &map_sb, &full[stage], col0, tile.n0 / 128);
               }
             }
             constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
@@ -1326,30 +1322,32 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
           tr.Mark(1);
           tr.Next();
           if (role < 2) {
-            float* sa = scales_a + stage * (L::kScaleABytes / 4) + role * (kBlockM / 2) * kRow +
-                        ScaleColumn<kRow>(kb);
+            const int scale_col = scale_row > 1 ? kb % scale_row : 0;  // ScaleColumn
+            float* sa = scales_a + stage * (L::kScaleABytes / 4) +
+                        role * (kBlockM / 2) * scale_row + scale_col;
 #pragma unroll
             for (int i = 0; i < kBlockM / 64; ++i) {
               const int row = tile.m0 + role * (kBlockM / 2) + lane + 32 * i;
               const bool valid = row < p.m;
-              CpAsync4(sa + (lane + 32 * i) * kRow,
+              CpAsync4(sa + (lane + 32 * i) * scale_row,
                        p.a_scales + (valid ? row * p.sa_row + kb : 0), valid);
             }
           } else {
-            float* sb = scales_b + stage * (L::kScaleBBytes / 4) + ScaleColumn<kRow>(kb);
+            float* sb =
+                scales_b + stage * (L::kScaleBBytes / 4) + (scale_row > 1 ? kb % scale_row : 0);
             if (p.b_scale_per_row) {
 #pragma unroll
               for (int i = 0; i < kBlockN / 32; ++i) {
                 const int col = tile.n0 + lane + 32 * i;
                 const bool valid = col < p.n;
-                CpAsync4(sb + (lane + 32 * i) * kRow,
+                CpAsync4(sb + (lane + 32 * i) * scale_row,
                          p.b_scales + (valid ? col * p.sb_row + kb : 0), valid);
               }
             } else if (lane < kScaleBlocksB) {
               // A wide tile's columns span two 128-column scale blocks; one past N reads zero.
               const int nb = tile.n0 / 128 + lane;
               const bool valid = nb * 128 < p.n;
-              CpAsync4(sb + lane * kRow,
+              CpAsync4(sb + lane * scale_row,
                        p.b_scales + (valid ? tile.group * p.sb_group + nb * p.sb_row + kb : 0),
                        valid);
             }

@@ -64,7 +64,7 @@ struct KernelParams {
   uint32_t* trace = nullptr;
   // 1: the TMA thread loads each K block's scales through map_sa / map_sb (see
   // LaunchGemmFp8Kernel) on the stage's full barrier; 0: producer warps 1..3 copy them with
-  // cp.async from a_scales / b_scales. The launch clears it for a configuration built without
+  // cp.async from a_scales / b_scales. Ignored with per-row B scales. The launch clears it for a configuration built without
   // the TMA scale tiles (GemmFp8TmaScales).
   int scale_tma = 0;
 };
@@ -90,9 +90,9 @@ void SetGemmFp8Trace(uint32_t* trace);
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
 // The scale maps' boxes (fp32, no swizzle, innermost dimension first): map_sa over a_scales
-// (rows, K/128), box {4, block_m}; map_sb over per-row B scales (N, K/128), box {4, block_n}, over
-// 128x128 B scales (ceil(N/128), K/128), box {4, block_n > 128 ? 2 : 1}, or for M-grouped
-// (E, ceil(N/128), K/128), box {4, block_n > 128 ? 2 : 1, 1}. Four columns are TMA's 16-byte
+// (rows, K/128), box {4, block_m}; map_sb over 128x128 B scales (ceil(N/128), K/128), box
+// {4, block_n > 128 ? 2 : 1}, or for M-grouped (E, ceil(N/128), K/128), box
+// {4, block_n > 128 ? 2 : 1, 1} (per-row B scales are never loaded by TMA). Four columns are TMA's 16-byte
 // minimum, and a box must start 16 bytes aligned: K block kb's scales come in the box at column
 // kb - kb % 4, whose column kb % 4 the kernel uses.
 constexpr int kScaleBoxCols = 4;

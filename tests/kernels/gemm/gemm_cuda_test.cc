@@ -476,13 +476,15 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
 }
 
 // The scale loads: the kernel's TMA thread loads each K block's scales (a 16-byte box of four
-// K blocks' scales per row) for the 128x192 tile when both scale tensors have 16-byte aligned
-// rows; otherwise producer warps copy them with cp.async.
+// K blocks' scales per row) for the 128x192 tile with 128x128 B scales (NT, NN, M-grouped) when
+// both scale tensors have 16-byte aligned rows; otherwise producer warps copy them with
+// cp.async.
 // Each case states the path it takes (checked with GemmFp8LoadsScalesByTma on the device
 // tensors) and must match the CPU backend: K/128 a multiple of 4 or not (3, 5), per variant and
 // tile, and scale tensors whose rows are padded to 4 or 8 floats while K/128 is 3 or 5 (the
 // padding holds NaN: a kernel that read it would fail). A tile's first block sits at every column
-// of a 4-column box in the K-grouped cases (and in the split tail's, GemmCudaSplitTailTest).
+// of a 4-column box in the split tail's cases (GemmCudaSplitTailTest) and, for the cp.async path,
+// in the K-grouped ones.
 struct ScalePathCase {
   const char* name;
   GemmVariant variant;
@@ -558,12 +560,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Config(128, 192, 4, 3, 2), true, true},
         ScalePathCase{"tn_k384_cp_async_bn192", GemmVariant::kTN, 400, 392, 384,
                       Config(128, 192, 4), false, false},
-        ScalePathCase{"tn_k512_tma_bn192", GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4),
-                      false, true},
-        ScalePathCase{"tn_k512_tma_bn192_c2", GemmVariant::kTN, 400, 136, 512,
-                      Config(128, 192, 4, 8, 2), false, true},
-        ScalePathCase{"tn_k640_padded_tma_bn192", GemmVariant::kTN, 200, 136, 640,
-                      Config(128, 192, 4), true, true},
+        // Per-row B scales (TN, K-grouped) are always copied, aligned or not.
+        ScalePathCase{"tn_k512_cp_async_bn192", GemmVariant::kTN, 400, 392, 512,
+                      Config(128, 192, 4), false, false},
+        ScalePathCase{"tn_k512_cp_async_bn192_c2", GemmVariant::kTN, 400, 136, 512,
+                      Config(128, 192, 4, 8, 2), false, false},
+        ScalePathCase{"tn_k640_padded_cp_async_bn192", GemmVariant::kTN, 200, 136, 640,
+                      Config(128, 192, 4), true, false},
         ScalePathCase{"nn_k640_cp_async_bn192", GemmVariant::kNN, 520, 400, 640,
                       Config(128, 192, 4, 3), false, false},
         ScalePathCase{"nn_k1024_tma_bn192", GemmVariant::kNN, 520, 400, 1024,
@@ -580,10 +583,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Config(128, 192, 4), false, true, kEnds128},
         ScalePathCase{"k_grouped_t640_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
                       Config(128, 192, 4), false, false, kEndsK640},
-        ScalePathCase{"k_grouped_t1024_tma_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
-                      Config(128, 192, 4), false, true, kEndsK1024},
-        ScalePathCase{"k_grouped_t640_padded_tma_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
-                      Config(128, 192, 4), true, true, kEndsK640},
+        ScalePathCase{"k_grouped_t1024_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
+                      Config(128, 192, 4), false, false, kEndsK1024},
+        ScalePathCase{"k_grouped_t640_padded_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136,
+                      0, Config(128, 192, 4), true, false, kEndsK640},
         // Tiles built without TMA scale loads copy them with cp.async, aligned or not.
         ScalePathCase{"nt_k512_cp_async_bm192_c2", GemmVariant::kNT, 500, 392, 512,
                       Config(192, 128, 4, 3, 2), false, false},
@@ -621,6 +624,9 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
   EXPECT_TRUE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
   odd.b_scales.strides[0] = 6;  // B rows of 24 bytes
   EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
+  GemmArgs tn = g;  // per-row B scales: always cp.async
+  tn.variant = GemmVariant::kTN;
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(tn, Config(128, 192, 4)));
 }
 
 TEST(GemmCudaTest, NnIsSupportedForE4m3fnOnly) {
@@ -826,9 +832,9 @@ INSTANTIATE_TEST_SUITE_P(
         DenseCase{GemmVariant::kNT, 900, 1200, 1024, WithCtas(Config(192, 128, 4, 3, 2), 8)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(192, 128, 4)},
         // Slices starting mid-box of the TMA scale loads (blocks 5 and 10 of 16; 10 of 20):
-        // 128x192 on 9 CTAs, 12 tiles: 3 tiles in 3 slices; TN on 8 CTAs: 4 tiles in 2 slices.
+        // 128x192 on 9 CTAs, 12 tiles: 3 tiles in 3 slices; NN on 8 CTAs: 4 tiles in 2 slices.
         DenseCase{GemmVariant::kNT, 400, 392, 2048, WithCtas(Config(128, 192, 4), 9)},
-        DenseCase{GemmVariant::kTN, 400, 392, 2560, WithCtas(Config(128, 192, 4), 8)}),
+        DenseCase{GemmVariant::kNN, 400, 400, 2560, WithCtas(Config(128, 192, 4), 8)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +

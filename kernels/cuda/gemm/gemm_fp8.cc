@@ -85,17 +85,17 @@ bool TmaReadableScales(const Tensor& t) {
   return true;
 }
 
-// A scale tensor (rows, K/128) or (groups, rows, K/128) as a TMA map: fp32, boxes of
-// kScaleBoxCols columns x `box_rows` rows (x 1 group), no swizzle, out-of-bounds cells zero.
-// False when the driver refuses it (the kernel then copies the scales with cp.async).
+// A scale tensor (rows, K/128) as a TMA map: fp32, boxes of kScaleBoxCols columns x `box_rows`
+// rows, no swizzle, out-of-bounds cells zero. False when the driver refuses it (the kernel then
+// copies the scales with cp.async).
 bool MakeScaleMap(const Tensor& t, int box_rows, CUtensorMap* map) {
   const EncodeTiledFn encode = EncodeTiled();
-  if (encode == nullptr || !TmaReadableScales(t) || t.rank < 2 || t.rank > 3) return false;
-  const int rank = t.rank;
-  cuuint64_t dims[3], strides[2];
-  cuuint32_t box[3] = {static_cast<cuuint32_t>(cuda_gemm::kScaleBoxCols),
-                       static_cast<cuuint32_t>(box_rows), 1};
-  cuuint32_t elem_strides[3] = {1, 1, 1};
+  if (encode == nullptr || !TmaReadableScales(t) || t.rank != 2) return false;
+  constexpr int rank = 2;
+  cuuint64_t dims[2], strides[1];
+  cuuint32_t box[2] = {static_cast<cuuint32_t>(cuda_gemm::kScaleBoxCols),
+                       static_cast<cuuint32_t>(box_rows)};
+  cuuint32_t elem_strides[2] = {1, 1};
   for (int i = 0; i < rank; ++i) dims[i] = static_cast<cuuint64_t>(t.shape[rank - 1 - i]);
   for (int i = 0; i + 1 < rank; ++i) {
     strides[i] = static_cast<cuuint64_t>(t.strides[rank - 2 - i]) * sizeof(float);
@@ -157,9 +157,8 @@ int GemmFp8ResidentCtas(const GemmConfig& config) {
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
   const GemmArgs nt =
       args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
-  const bool per_row_b =
-      args.variant == GemmVariant::kTN || args.variant == GemmVariant::kKGroupedTN;
-  return !per_row_b && CheckGemmConfig(config).ok() &&
+  const bool dense_nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
+  return dense_nt && CheckGemmConfig(config).ok() &&
          cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) &&
          TmaReadableScales(nt.a_scales) && TmaReadableScales(nt.b_scales);
 }
@@ -368,10 +367,10 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
   // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.
   const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
-  // The scales by TMA where the tile and both scale tensors allow it, with 128x128 B scales
-  // (else cp.async, see KernelParams).
+  // The scales by TMA where the tile and both scale tensors allow it, for dense problems with
+  // 128x128 B scales (else cp.async, see KernelParams and GemmFp8LoadsScalesByTma).
   CUtensorMap map_sa{}, map_sb{};
-  if (!p.b_scale_per_row &&
+  if (p.mode == KernelMode::kDense && !p.b_scale_per_row &&
       cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages)) {
     p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
                   MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);

@@ -67,11 +67,11 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
                            void* scratch = nullptr);
 
 // Whether LaunchGemmFp8 has the kernel's TMA thread load the per-block scales (else producer
-// warps copy them with cp.async; the results are the same bits): for NT, NN and M-grouped NT
-// (128x128 B scales; not TN or K-grouped, whose per-row B scales it made slower) on the 128x192
-// tile (the one it made faster on an H100) when both scale tensors start 16-byte aligned with
-// row (and group) strides of a multiple of 4 floats, e.g. contiguous ones with K/128 a multiple
-// of 4. For NN, those of the NT problem it runs as.
+// warps copy them with cp.async; the results are the same bits): for NT and NN on the 128x192
+// tile when both scale tensors start 16-byte aligned with row strides of a multiple of 4
+// floats, e.g. contiguous ones with K/128 a multiple of 4 (for NN, those of the NT problem it
+// runs as). On an H100 (bench/RESULTS.md, "TMA scale loads") that made 128x192 NT 3-4% faster;
+// M-grouped NT (-1% to -3%) and TN (per-row B scales, -5% to -6%) stay on cp.async.
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config);
 
 // How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one

@@ -748,9 +748,11 @@ constexpr bool TmaScales(int block_m, int block_n, int stages) {
 // 4, the 16-byte box of the TMA scale loads, for tiles that load their scales by TMA, else 1
 // (those configurations always copy the scales with cp.async). Per-row B scales (TN,
 // K-grouped) are always copied, and then both tiles' rows are one float.
-template <int kBlockM, int kBlockN, int kStages>
+template <int kBlockM, int kBlockN, int kStages, int kRowFloats>
 struct SmemLayout {
-  static constexpr int kScaleRow = TmaScales(kBlockM, kBlockN, kStages) ? kScaleBoxCols : 1;
+  static_assert(kRowFloats == 1 || (kRowFloats == kScaleBoxCols && TmaScales(kBlockM, kBlockN, kStages)),
+                "scale rows of one float, or of a TMA box where the tile has room for it");
+  static constexpr int kScaleRow = kRowFloats;
   static constexpr int kTileABytes = kBlockM * kBlockK;  // e4m3: one byte per element
   static constexpr int kTileBBytes = kBlockN * kBlockK;
   static constexpr int kScaleABytes = kBlockM * 4 * kScaleRow;  // per stage
@@ -823,12 +825,12 @@ __device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, uint32_t rank) 
 // inside the loop: otherwise ptxas serializes the wgmmas (C7514/C7517/C7518). A loop per tile
 // with the next tile's first block issued in its tail needed copies of in-flight partials at the
 // back edge (C7514).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
                                              const Scheduler<kBlockM, kBlockN, kCluster>& sched,
                                              int first_work, int work_stride, uint8_t* smem,
                                              uint32_t rank) {
-  using L = SmemLayout<kBlockM, kBlockN, kStages>;
+  using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
@@ -1060,11 +1062,11 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
 // were no faster on an H100: 0.91-1.00x of the ring in clusters of 2 (bench/RESULTS.md, gemm8).
 // NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
 // path, before the partial is read; the loop leaves only with nothing in flight (C751x).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, bool kPerRowB>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoopSingle(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
     int work_stride, uint8_t* smem, uint32_t rank) {
-  using L = SmemLayout<kBlockM, kBlockN, kStages>;
+  using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   constexpr int kAcc = kBlockN / 2;
   constexpr int kConsumers = kBlockM / 64;
   constexpr int kTurnBarrier = 1 + kConsumers;  // 1..kConsumers are the epilogue's
@@ -1188,14 +1190,14 @@ __device__ __forceinline__ void ConsumerLoopSingle(
 // ---- The kernel -----------------------------------------------------------------------------
 
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p,
                   const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_sa,
                   const __grid_constant__ CUtensorMap map_sb) {
-  using L = SmemLayout<kBlockM, kBlockN, kStages>;
+  using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   using R = Roles<kBlockM>;
   constexpr int kTileABytes = L::kTileABytes;
   extern __shared__ uint8_t smem_raw[];
@@ -1210,10 +1212,11 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   GroupTable& groups = *reinterpret_cast<GroupTable*>(smem + L::kGroups);
 
   constexpr int kScaleBlocksB = kBlockN > 128 ? 2 : 1;
-  // The scales come by TMA (see KernelParams::scale_tma) only for tiles built with room for
-  // them, and with 128x128 B scales; per-row B scales and those tiles' take rows of one float.
-  const bool scale_tma = L::kScaleRow == kScaleBoxCols && p.scale_tma && !p.b_scale_per_row;
-  const int scale_row = p.b_scale_per_row ? 1 : L::kScaleRow;  // floats per scale row
+  // The instantiation with scale rows of a TMA box loads the scales by TMA: launched for dense
+  // problems with 128x128 B scales only (LaunchGemmFp8Kernel); the others copy them with
+  // cp.async into rows of one float.
+  constexpr bool scale_tma = kRowFloats == kScaleBoxCols;
+  constexpr int scale_row = kRowFloats;  // floats per scale row
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -1272,15 +1275,11 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
               // Each CTA of a cluster loads its own: the box holding column kb (ScaleColumn),
               // rows from the tile's first row (A) or scale block (B); rows past the tensor and
               // columns past K/128 read zero.
-              float* sb = scales_b + stage * (L::kScaleBBytes / 4);
               const int col0 = kb - ScaleColumn<kScaleBoxCols>(kb);
               TmaLoad2d(scales_a + stage * (L::kScaleABytes / 4), &map_sa, &full[stage], col0,
                         tile.m0);
-              if (p.mode == KernelMode::kMGrouped) {
-                TmaLoad3d(sb, &map_sb, &full[stage], col0, tile.n0 / 128, tile.group);
-              } else {
-                TmaLoad2d(sb, &map_sb, &full[stage], col0, tile.n0 / 128);
-              }
+              TmaLoad2d(scales_b + stage * (L::kScaleBBytes / 4), &map_sb, &full[stage], col0,
+                        tile.n0 / 128);
             }
             constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
             constexpr uint16_t kMask = static_cast<uint16_t>((1u << kCluster) - 1);
@@ -1365,20 +1364,21 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
+    // The TMA-scale instantiation never runs with per-row B scales (LaunchGemmFp8Kernel).
     if constexpr (kBlockN > 128 || kBlockM > 128) {
-      if (p.b_scale_per_row) {
-        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, true>(
+      if (!scale_tma && p.b_scale_per_row) {
+        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, !scale_tma>(
             p, sched, first_work, work_stride, smem, rank);
       } else {
-        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, false>(
+        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
             p, sched, first_work, work_stride, smem, rank);
       }
-    } else if (p.b_scale_per_row) {
-      ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, true>(p, sched, first_work, work_stride,
-                                                              smem, rank);
+    } else if (!scale_tma && p.b_scale_per_row) {
+      ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, kRowFloats, !scale_tma>(
+          p, sched, first_work, work_stride, smem, rank);
     } else {
-      ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, false>(p, sched, first_work, work_stride,
-                                                               smem, rank);
+      ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
+          p, sched, first_work, work_stride, smem, rank);
     }
   }
   // No CTA may leave while its peer can still arrive on its barriers or write its stages.
@@ -1388,7 +1388,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   }
 }
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cudaStream_t stream) {
   cluster->id = cudaLaunchAttributeClusterDimension;
   cluster->val.clusterDim.x = kCluster;
@@ -1397,7 +1397,7 @@ cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cuda
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(num_ctas, 1, 1);
   config.blockDim = dim3(Roles<kBlockM>::kThreads, 1, 1);
-  config.dynamicSmemBytes = SmemLayout<kBlockM, kBlockN, kStages>::kBytes;
+  config.dynamicSmemBytes = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>::kBytes;
   config.stream = stream;
   config.attrs = cluster;
   config.numAttrs = 1;
@@ -1406,25 +1406,25 @@ cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cuda
 
 // CTAs of this instantiation that fit on the current device at once (whole clusters), after
 // opting in to its shared memory; cached per device. 0 with `err` set on failure.
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 int ResidentCtas(cudaError_t& err) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices];
-  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>;
+  auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>;
   int device = 0;
   err = cudaGetDevice(&device);
   if (err != cudaSuccess) return 0;
   int resident = device < kMaxDevices ? cached[device].load(std::memory_order_acquire) : 0;
   if (resident > 0) return resident;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            SmemLayout<kBlockM, kBlockN, kStages>::kBytes);
+                            SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>::kBytes);
   if (err != cudaSuccess) return 0;
   int sms = 0;
   err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return 0;
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
-      LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(sms / kCluster * kCluster, &cluster, 0);
+      LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(sms / kCluster * kCluster, &cluster, 0);
   int clusters = 0;
   err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
   if (err != cudaSuccess) return 0;
@@ -1488,17 +1488,16 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
 
 uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    const CUtensorMap& map_sa, const CUtensorMap& map_sb, int num_ctas,
                    int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster>(err);
+  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(err);
   if (err != cudaSuccess) return err;
   KernelParams p = params;
   p.trace = g_trace;
-  if (SmemLayout<kBlockM, kBlockN, kStages>::kScaleRow != kScaleBoxCols) p.scale_tma = 0;
   if (num_ctas <= 0) {
     num_ctas = resident;
     err = PlanSplitTail<kBlockM, kBlockN, kCluster>(p, resident, num_ctas, workspace,
@@ -1515,8 +1514,8 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   num_ctas = std::max(kCluster, num_ctas / kCluster * kCluster);
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
-      LaunchConfig<kBlockM, kBlockN, kStages, kCluster>(num_ctas, &cluster, stream);
-  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster>, p,
+      LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(num_ctas, &cluster, stream);
+  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>, p,
                             map_a, map_b, map_sa, map_sb);
 }
 
@@ -1537,20 +1536,24 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
   return TmaScales(block_m, block_n, stages);
 }
 
+// Tile rows, columns, stages, cluster, floats per scale row (kScaleBoxCols: the TMA-scale
+// instantiation of the tile, TmaScales).
 #define KD_GEMM_INSTANCES(X) \
-  X(128, 128, 4, 1)            \
-  X(128, 128, 5, 1)            \
-  X(128, 128, 6, 1)            \
-  X(128, 128, 5, 2)            \
-  X(128, 128, 6, 2)            \
-  X(128, 192, 4, 1)            \
-  X(128, 192, 4, 2)            \
-  X(128, 64, 6, 1)             \
-  X(128, 64, 8, 1)             \
-  X(128, 64, 8, 2)             \
-  X(64, 64, 8, 1)              \
-  X(192, 128, 4, 1)            \
-  X(192, 128, 4, 2)
+  X(128, 128, 4, 1, 1)         \
+  X(128, 128, 5, 1, 1)         \
+  X(128, 128, 6, 1, 1)         \
+  X(128, 128, 5, 2, 1)         \
+  X(128, 128, 6, 2, 1)         \
+  X(128, 192, 4, 1, 1)         \
+  X(128, 192, 4, 2, 1)         \
+  X(128, 192, 4, 1, 4)         \
+  X(128, 192, 4, 2, 4)         \
+  X(128, 64, 6, 1, 1)          \
+  X(128, 64, 8, 1, 1)          \
+  X(128, 64, 8, 2, 1)          \
+  X(64, 64, 8, 1, 1)           \
+  X(192, 128, 4, 1, 1)         \
+  X(192, 128, 4, 2, 1)
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
@@ -1559,10 +1562,17 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
   // K-grouped's scheduler pairs no tiles: in a cluster both CTAs would run the same ones.
   if (params.mode == KernelMode::kKGrouped && cluster != 1) return cudaErrorInvalidValue;
-#define KD_GEMM_LAUNCH(BM, BN, S, C)                                                          \
-  if (block_m == BM && block_n == BN && stages == S && cluster == C) {                        \
-    return Launch<BM, BN, S, C>(params, map_a, map_b, map_sa, map_sb, num_ctas,               \
-                                max_useful_ctas, workspace, workspace_bytes, stream);         \
+  // TMA scale loads: dense problems with 128x128 B scales, on a tile built for them.
+  if (params.scale_tma &&
+      (params.mode != KernelMode::kDense || params.b_scale_per_row ||
+       !TmaScales(block_m, block_n, stages))) {
+    return cudaErrorInvalidValue;
+  }
+  const int row = params.scale_tma ? kScaleBoxCols : 1;
+#define KD_GEMM_LAUNCH(BM, BN, S, C, R)                                                       \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C && row == R) {            \
+    return Launch<BM, BN, S, C, R>(params, map_a, map_b, map_sa, map_sb, num_ctas,            \
+                                   max_useful_ctas, workspace, workspace_bytes, stream);      \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH
@@ -1571,10 +1581,10 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
 
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster) {
   cudaError_t err = cudaSuccess;
-#define KD_GEMM_RESIDENT(BM, BN, S, C)                                \
-  if (block_m == BM && block_n == BN && stages == S && cluster == C) { \
-    const int n = ResidentCtas<BM, BN, S, C>(err);                    \
-    return err == cudaSuccess ? n : 0;                                \
+#define KD_GEMM_RESIDENT(BM, BN, S, C, R)                                        \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C && R == 1) { \
+    const int n = ResidentCtas<BM, BN, S, C, R>(err);                            \
+    return err == cudaSuccess ? n : 0;                                           \
   }
   KD_GEMM_INSTANCES(KD_GEMM_RESIDENT)
 #undef KD_GEMM_RESIDENT

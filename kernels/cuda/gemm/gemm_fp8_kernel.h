@@ -62,10 +62,9 @@ struct KernelParams {
   unsigned* split_flags = nullptr;
   // Clock trace (builds with KD_GEMM_TRACE only; see SetGemmFp8Trace): kTraceWords u32.
   uint32_t* trace = nullptr;
-  // 1: the TMA thread loads each K block's scales through map_sa / map_sb (see
-  // LaunchGemmFp8Kernel) on the stage's full barrier; 0: producer warps 1..3 copy them with
-  // cp.async from a_scales / b_scales. Ignored with per-row B scales. The launch clears it for a configuration built without
-  // the TMA scale tiles (GemmFp8TmaScales).
+  // 1: the TMA thread loads each K block's scales through map_sa / map_sb on the stage's full
+  // barrier (the tile's TMA-scale instantiation; dense mode with 128x128 B scales only, else the
+  // launch fails); 0: producer warps 1..3 copy them with cp.async from a_scales / b_scales.
   int scale_tma = 0;
 };
 
@@ -90,15 +89,14 @@ void SetGemmFp8Trace(uint32_t* trace);
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
 // The scale maps' boxes (fp32, no swizzle, innermost dimension first): map_sa over a_scales
-// (rows, K/128), box {4, block_m}; map_sb over 128x128 B scales (ceil(N/128), K/128), box
-// {4, block_n > 128 ? 2 : 1}, or for M-grouped (E, ceil(N/128), K/128), box
-// {4, block_n > 128 ? 2 : 1, 1} (per-row B scales are never loaded by TMA). Four columns are TMA's 16-byte
-// minimum, and a box must start 16 bytes aligned: K block kb's scales come in the box at column
-// kb - kb % 4, whose column kb % 4 the kernel uses.
+// (rows, K/128), box {4, block_m}; map_sb over the 128x128 B scales (ceil(N/128), K/128), box
+// {4, block_n > 128 ? 2 : 1}. Four columns are TMA's 16-byte minimum, and a box must start 16
+// bytes aligned: K block kb's scales come in the box at column kb - kb % 4, whose column kb % 4
+// the kernel uses.
 constexpr int kScaleBoxCols = 4;
 
-// Whether the kernel of this tile and stage count is built with the TMA scale tiles (16 bytes per
-// row and stage instead of 4), so that KernelParams::scale_tma takes effect: 128x192 only (see
+// Whether this tile and stage count has an instantiation with the TMA scale tiles (16 bytes per
+// row and stage instead of 4), which KernelParams::scale_tma selects: 128x192 only (see
 // TmaScales in gemm_fp8_kernel.cu for the measurements).
 bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 
@@ -118,7 +116,8 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 // or 2; three consumer warpgroups, 512 threads). Returns the launch error
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built, or K-grouped
 // mode in a cluster).
-// `map_sa` and `map_sb` are read only with params.scale_tma set.
+// `map_sa` and `map_sb` are read only with params.scale_tma set, which needs dense mode, 128x128
+// B scales and a tile with GemmFp8TmaScales (cudaErrorInvalidValue otherwise).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
                                 const CUtensorMap& map_sb, int block_m, int block_n, int stages,
@@ -126,10 +125,12 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
 
 // How many CTAs of this configuration fit on the current device at once (whole clusters); 0 for
-// a configuration not built or on a CUDA error.
+// a configuration not built or on a CUDA error. The cp.async-scale instantiation's; 128x192's
+// TMA-scale one (15 KB more shared memory) also runs one CTA per SM.
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster);
 
-// Dynamic shared memory the kernel needs for this tile and stage count.
+// Dynamic shared memory the kernel needs for this tile and stage count (the larger instantiation
+// where the tile has two).
 int GemmFp8SmemBytes(int block_m, int block_n, int stages);
 
 }  // namespace cuda_gemm

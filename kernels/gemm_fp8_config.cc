@@ -113,7 +113,7 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
 }
 
 // K (reduction) up to which NT problems that get wide tiles take the 192x128 tile.
-constexpr int64_t kShortK = 7168;
+constexpr int64_t kShortK = 2048;
 
 // Mean rows per M group from which M-grouped NT pairs its 128x192 tiles in clusters of 2.
 constexpr int64_t kClusterGroupRows = 4096;
@@ -142,10 +142,12 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
   // NOTE: a 128x192 tile reads fewer shared-memory and L2 bytes per FLOP than a 128x128 one: on
   // an H100 it did 1.5x the work in 1.32x the time (8192^3, per busy SM). But the waves of
   // persistent CTAs quantize differently: take the tile whose waves are estimated to cost
-  // least. Clusters of 2 that share the B tile were 1-3% faster where they make 8 waves or more
-  // (8192^3, 16384x8192x5120, 4096x24576x1536, 4096x7168x16384) and 1-2% slower with 3 or 6
-  // (4096x2112x7168, 4096^3): their pairs quantize the last wave more coarsely. TN (wgrad,
-  // 16640x5120x8192) was 3% slower in clusters.
+  // least. Dense NT pairs its tiles in clusters of 2 (sharing the B tile) whatever the waves:
+  // there its TMA thread also loads the scales, and on an H100 that made 128x192 c2 4-8% faster
+  // while unclustered 128x192 (which keeps the cp.async scale copies) was 3-18% slower than c2
+  // at 3 to 42 cluster waves (4096x2112x7168, 4096^3, 8192^3, 16384x8192x5120; bench/RESULTS.md,
+  // session 7). Before that, c2 was 1-2% slower with 3 or 6 waves: its pairs quantize the last
+  // wave more coarsely. TN (wgrad, 16640x5120x8192) was 3% slower in clusters.
   const int64_t n192 = (cols + 191) / 192;
   const int64_t waves192 = (m_tiles * n192 + sms - 1) / sms;
   if (static_cast<double>(waves192) * 1.32 < static_cast<double>((tiles128 + sms - 1) / sms)) {
@@ -153,7 +155,7 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     c.stages = 4;
     const int64_t clusters = std::max<int64_t>(1, sms / 2);
     const int64_t cluster_waves = ((m_tiles + 1) / 2 * n192 + clusters - 1) / clusters;
-    if (nt && m_tiles >= 2 && cluster_waves >= 8) c.cluster = 2;
+    if (nt && m_tiles >= 2) c.cluster = 2;
     // NOTE: M-grouped NT pairs two M tiles of one group (its expert's B tile multicast). On an
     // H100, 8 groups of 4096 rows (32 tiles each), one process: 4.9% faster than unclustered at
     // 4096x7168 per expert and 1.7% at 7168x2048 (bench/RESULTS.md, branch gemm10), where
@@ -164,17 +166,15 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     if (m_groups > 0 && rows / m_groups >= kClusterGroupRows && cluster_waves >= 8) {
       c.cluster = 2;
     }
-    // NOTE: where K is short, the 192x128 tile (three consumer warpgroups) in clusters of 2 was
-    // 2-9% faster than 128x192 on an H100 (4096^3, 16384x8192x5120, 8192x7168x2048,
-    // 4096x2112x7168, 4096x24576x1536; two or three runs each); with longer K, where the
-    // per-block rate decides, 2-13% slower (8192^3, 4096x7168x16384). Not for want of shared
-    // memory or tensor time: its consumer loop alone runs 767-870 cycles per K block against
-    // 842-928 for 128x192, but the kernel's takes ~1210 against ~1085 (gemm_floor_bench and the
-    // one-wave probes, bench/RESULTS.md, session 6), for reasons not yet found. Since the
-    // consumer loops pin their per-thread addresses, the
-    // margin is smaller: in one run 192x128 still led by 2-3% on 8192x7168x2048 and
-    // 4096x24576x1536 and was within 1.8% either way on the other three (bench/RESULTS.md,
-    // "FP8 GEMM", session 5). The cut is between the K of the two groups.
+    // NOTE: where K is short, the 192x128 tile (three consumer warpgroups) in clusters of 2 is
+    // faster than 128x192 on an H100: with 128x192's TMA scale loads (session 7, two processes,
+    // candidates in one loop; bench/RESULTS.md), 192x128 led by 1.7-1.9% at 8192x7168x2048 and
+    // 0.8% at 4096x24576x1536 (K 2048 and 1536), and by 0.4-0.8% at 16384x8192x5120 (K 5120),
+    // while 128x192 led by 2.6-4.7% at 4096^3 and 1.0-1.7% at 4096x2112x7168 (K 4096, 7168) and
+    // by 4-14% with longer K (8192^3, 4096x7168x16384; session 5). Under a sustained load at the
+    // power cap (gpu_gemm_bench --power) the order was the same. The cut is at K 2048; the
+    // 5120 case, within 1% either way, goes to 128x192. Before the TMA scale loads, 192x128
+    // also led at K 4096-7168, hence the earlier cut at 7168.
     if (nt && groups == 1 && k <= kShortK && (rows + 191) / 192 >= 2) {
       c.block_m = 192;
       c.block_n = 128;

@@ -158,7 +158,7 @@ bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
   const GemmArgs nt =
       args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
   const bool dense_nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
-  return dense_nt && CheckGemmConfig(config).ok() &&
+  return dense_nt && config.cluster == 2 && CheckGemmConfig(config).ok() &&
          cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) &&
          TmaReadableScales(nt.a_scales) && TmaReadableScales(nt.b_scales);
 }
@@ -370,7 +370,7 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   // The scales by TMA where the tile and both scale tensors allow it, for dense problems with
   // 128x128 B scales (else cp.async, see KernelParams and GemmFp8LoadsScalesByTma).
   CUtensorMap map_sa{}, map_sb{};
-  if (p.mode == KernelMode::kDense && !p.b_scale_per_row &&
+  if (p.mode == KernelMode::kDense && !p.b_scale_per_row && cluster == 2 &&
       cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages)) {
     p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
                   MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);

@@ -68,10 +68,11 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
 
 // Whether LaunchGemmFp8 has the kernel's TMA thread load the per-block scales (else producer
 // warps copy them with cp.async; the results are the same bits): for NT and NN on the 128x192
-// tile when both scale tensors start 16-byte aligned with row strides of a multiple of 4
-// floats, e.g. contiguous ones with K/128 a multiple of 4 (for NN, those of the NT problem it
-// runs as). On an H100 (bench/RESULTS.md, "TMA scale loads") that made 128x192 NT 3-4% faster;
-// M-grouped NT (-1% to -3%) and TN (per-row B scales, -5% to -6%) stay on cp.async.
+// tile in clusters of 2 when both scale tensors start 16-byte aligned with row strides of a
+// multiple of 4 floats, e.g. contiguous ones with K/128 a multiple of 4 (for NN, those of the NT
+// problem it runs as). On an H100 (bench/RESULTS.md, "TMA scale loads") that made 128x192 c2 NT
+// 4-8% faster; unclustered 128x192 (-7% to -10%), M-grouped NT (-1% to -3%) and TN (per-row B
+// scales, -5% to -6%) stay on cp.async.
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config);
 
 // How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one

@@ -63,8 +63,8 @@ struct KernelParams {
   // Clock trace (builds with KD_GEMM_TRACE only; see SetGemmFp8Trace): kTraceWords u32.
   uint32_t* trace = nullptr;
   // 1: the TMA thread loads each K block's scales through map_sa / map_sb on the stage's full
-  // barrier (the tile's TMA-scale instantiation; dense mode with 128x128 B scales only, else the
-  // launch fails); 0: producer warps 1..3 copy them with cp.async from a_scales / b_scales.
+  // barrier (the tile's TMA-scale instantiation; dense mode with 128x128 B scales in clusters of
+  // 2 only, else the launch fails); 0: producer warps 1..3 copy them with cp.async from a_scales / b_scales.
   int scale_tma = 0;
 };
 
@@ -117,7 +117,7 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built, or K-grouped
 // mode in a cluster).
 // `map_sa` and `map_sb` are read only with params.scale_tma set, which needs dense mode, 128x128
-// B scales and a tile with GemmFp8TmaScales (cudaErrorInvalidValue otherwise).
+// B scales, clusters of 2 and a tile with GemmFp8TmaScales (cudaErrorInvalidValue otherwise).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
                                 const CUtensorMap& map_sb, int block_m, int block_n, int stages,

@@ -476,9 +476,9 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
 }
 
 // The scale loads: the kernel's TMA thread loads each K block's scales (a 16-byte box of four
-// K blocks' scales per row) for the 128x192 tile in dense problems with 128x128 B scales (NT,
-// NN) when both scale tensors have 16-byte aligned rows; otherwise (M-grouped, TN, K-grouped,
-// other tiles, unaligned rows) producer warps copy them with cp.async.
+// K blocks' scales per row) for the 128x192 tile in clusters of 2 in dense problems with 128x128
+// B scales (NT, NN) when both scale tensors have 16-byte aligned rows; otherwise (unclustered,
+// M-grouped, TN, K-grouped, other tiles, unaligned rows) producer warps copy them with cp.async.
 // Each case states the path it takes (checked with GemmFp8LoadsScalesByTma on the device
 // tensors) and must match the CPU backend: K/128 a multiple of 4 or not (3, 5), per variant and
 // tile, and scale tensors whose rows are padded to 4 or 8 floats while K/128 is 3 or 5 (the
@@ -549,11 +549,13 @@ const std::vector<int64_t> kEndsK1024 = {128, 384, 512, 1024};  // T/128 = 8
 INSTANTIATE_TEST_SUITE_P(
     Paths, GemmCudaScalePathTest,
     ::testing::Values(
-        // 128x192 (the tile built with TMA scale loads), clusters of 1 and 2.
-        ScalePathCase{"nt_k384_cp_async_bn192", GemmVariant::kNT, 300, 200, 384,
+        // 128x192 (the tile built with TMA scale loads), clusters of 2; unclustered it copies.
+        ScalePathCase{"nt_k384_cp_async_bn192_c2", GemmVariant::kNT, 300, 200, 384,
+                      Config(128, 192, 4, 8, 2), false, false},
+        ScalePathCase{"nt_k512_cp_async_bn192", GemmVariant::kNT, 300, 392, 512,
                       Config(128, 192, 4), false, false},
-        ScalePathCase{"nt_k512_tma_bn192", GemmVariant::kNT, 300, 392, 512, Config(128, 192, 4),
-                      false, true},
+        ScalePathCase{"nt_k512_tma_bn192_c2_two_tiles", GemmVariant::kNT, 300, 392, 512,
+                      Config(128, 192, 4, 8, 2), false, true},
         ScalePathCase{"nt_k512_tma_bn192_c2", GemmVariant::kNT, 1100, 1000, 512,
                       Config(128, 192, 4, 3, 2), false, true},
         ScalePathCase{"nt_k384_padded_tma_bn192_c2", GemmVariant::kNT, 1100, 1000, 384,
@@ -569,8 +571,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Config(128, 192, 4), true, false},
         ScalePathCase{"nn_k640_cp_async_bn192", GemmVariant::kNN, 520, 400, 640,
                       Config(128, 192, 4, 3), false, false},
-        ScalePathCase{"nn_k1024_tma_bn192", GemmVariant::kNN, 520, 400, 1024,
-                      Config(128, 192, 4, 3), false, true},
+        ScalePathCase{"nn_k1024_cp_async_bn192", GemmVariant::kNN, 520, 400, 1024,
+                      Config(128, 192, 4, 3), false, false},
+        ScalePathCase{"nn_k1024_tma_bn192_c2", GemmVariant::kNN, 520, 400, 1024,
+                      Config(128, 192, 4, 3, 2), false, true},
         ScalePathCase{"nn_k512_tma_bn192_c2", GemmVariant::kNN, 300, 208, 512,
                       Config(128, 192, 4, 8, 2), false, true},
         ScalePathCase{"m_grouped_k384_cp_async_bn192_c2", GemmVariant::kMGroupedNT, 0, 200, 384,
@@ -609,7 +613,7 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
   GemmArgs g = op.args;
   g.a_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 20);
   g.b_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 21);
-  EXPECT_TRUE(GemmFp8LoadsScalesByTma(g, Config(128, 192, 4)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(128, 192, 4)));  // unclustered
   EXPECT_TRUE(GemmFp8LoadsScalesByTma(g, Config(128, 192, 4, 8, 2)));
   EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(192, 128, 4, 8, 2)));  // built without
   EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(128, 128, 5)));
@@ -617,17 +621,17 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
   EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(128, 256, 4)));  // not a config
   GemmArgs sliced = g;  // starts one K block in: 4 bytes off 16
   sliced.a_scales.data = static_cast<char*>(g.a_scales.data) + 4;
-  EXPECT_FALSE(GemmFp8LoadsScalesByTma(sliced, Config(128, 192, 4)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(sliced, Config(128, 192, 4, 8, 2)));
   GemmArgs odd = g;  // K/128 = 3 with contiguous rows of 3 floats (12 bytes)
   odd.a_scales.shape[1] = odd.a_scales.strides[0] = 3;
-  EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4, 8, 2)));
   odd.a_scales.strides[0] = 8;  // padded rows of 32 bytes
-  EXPECT_TRUE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
+  EXPECT_TRUE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4, 8, 2)));
   odd.b_scales.strides[0] = 6;  // B rows of 24 bytes
-  EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(odd, Config(128, 192, 4, 8, 2)));
   GemmArgs tn = g;  // per-row B scales: always cp.async
   tn.variant = GemmVariant::kTN;
-  EXPECT_FALSE(GemmFp8LoadsScalesByTma(tn, Config(128, 192, 4)));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(tn, Config(128, 192, 4, 8, 2)));
   GemmArgs mg = g;  // M-grouped: always cp.async
   mg.variant = GemmVariant::kMGroupedNT;
   EXPECT_FALSE(GemmFp8LoadsScalesByTma(mg, Config(128, 192, 4, 8, 2)));
@@ -835,10 +839,13 @@ INSTANTIATE_TEST_SUITE_P(
         DenseCase{GemmVariant::kNT, 300, 1000, 2048, Config(192, 128, 4)},
         DenseCase{GemmVariant::kNT, 900, 1200, 1024, WithCtas(Config(192, 128, 4, 3, 2), 8)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(192, 128, 4)},
-        // Slices starting mid-box of the TMA scale loads (blocks 5 and 10 of 16; 10 of 20):
-        // 128x192 on 9 CTAs, 12 tiles: 3 tiles in 3 slices; NN on 8 CTAs: 4 tiles in 2 slices.
-        DenseCase{GemmVariant::kNT, 400, 392, 2048, WithCtas(Config(128, 192, 4), 9)},
-        DenseCase{GemmVariant::kNN, 400, 400, 2560, WithCtas(Config(128, 192, 4), 8)}),
+        // Slices starting mid-box of the TMA scale loads (128x192 in clusters of 2): 4 M x 3 N
+        // tiles = 6 pairs on 4 clusters, the last 2 pairs in 2 slices of 10 of the 20 K blocks
+        // (the second starts at block 10, column 2 of its box); NT and NN. The same unclustered
+        // (cp.async): 12 tiles on 9 CTAs, 3 tiles in 3 slices.
+        DenseCase{GemmVariant::kNT, 400, 392, 2560, WithCtas(Config(128, 192, 4, 8, 2), 8)},
+        DenseCase{GemmVariant::kNN, 400, 400, 2560, WithCtas(Config(128, 192, 4, 8, 2), 8)},
+        DenseCase{GemmVariant::kNT, 400, 392, 2048, WithCtas(Config(128, 192, 4), 9)}),
     [](const auto& info) {
       const DenseCase& c = info.param;
       return std::string(GemmVariantName(c.variant)) + "_" + std::to_string(c.m) + "x" +

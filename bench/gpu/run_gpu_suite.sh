@@ -3,7 +3,7 @@
 # bench/gpu/bundle.sh (bin/, lib/, golden/: unpack its b.tar.xz on the GPU machine first).
 #   run_gpu_suite.sh BUNDLE_DIR OUT_DIR
 # Writes tests.log, quant_pad.json, e2e_*.json (run_e2e.sh), kerneld_*.log, gemm.json,
-# sass.txt, gemm_sass.txt, env.txt under OUT_DIR. Programs missing from the bundle are skipped.
+# gemm_power.json (with GEMM_POWER), sass.txt, gemm_sass.txt, env.txt under OUT_DIR. Programs missing from the bundle are skipped.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$1" && pwd); out=$2
@@ -34,6 +34,13 @@ if [ -x ./bin/gpu_gemm_bench ]; then
   timeout 300 ./bin/gpu_gemm_bench --samples=${GEMM_SAMPLES:-7} \
     ${GEMM_CANDIDATES:+--candidates=$GEMM_CANDIDATES} > "$out/gemm.json" 2>> "$out/tests.log"
   echo "=== gpu_gemm_bench rc=$?" >> "$out/tests.log"
+  # GEMM_POWER=SECONDS (optional): the nine dense NT shapes again under sustained load at the
+  # power cap, ours and cuBLASLt each soaking SECONDS twice in turn (--power; NVML energy).
+  if [ -n "${GEMM_POWER:-}" ]; then
+    timeout 400 ./bin/gpu_gemm_bench --samples=3 --power="$GEMM_POWER" --only=nt_ \
+      > "$out/gemm_power.json" 2>> "$out/tests.log"
+    echo "=== gpu_gemm_bench --power rc=$?" >> "$out/tests.log"
+  fi
 fi
 if command -v cuobjdump > /dev/null; then
   # Per-kernel instruction counts; QGMMA and LDL/STL counts of the GEMM kernels.

@@ -376,8 +376,9 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
                   MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);
   }
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
-      p, map_a, map_b, map_sa, map_sb, config.block_m, config.block_n, config.stages, cluster, config.num_ctas,
-      max_useful, split ? scratch : nullptr, split ? SplitWorkspaceBytes() : 0, stream);
+      p, map_a, map_b, map_sa, map_sb, config.block_m, config.block_n, config.stages, cluster,
+      config.num_ctas, max_useful, split ? scratch : nullptr, split ? SplitWorkspaceBytes() : 0,
+      stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

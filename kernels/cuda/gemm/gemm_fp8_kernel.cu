@@ -3,9 +3,10 @@
 //
 // Structure (one persistent CTA per SM, 128 * (1 + kBlockM / 64) threads):
 //   warpgroup 0, the producer (registers cut with setmaxnreg): warp 0 issues the TMA loads of
-//     the A and B tiles of each K block into a ring of shared-memory stages, and where the scale
-//     tensors allow it (KernelParams::scale_tma) those of the block's scales too; otherwise
-//     warps 1..3 copy the scales with cp.async. All complete on the stage's "full" mbarrier.
+//     the A and B tiles of each K block into a ring of shared-memory stages, and in the 128x192
+//     tile's TMA-scale instantiation (dense problems in clusters of 2 whose scale tensors allow
+//     it: KernelParams::scale_tma) those of the block's scales too; otherwise warps 1..3 copy
+//     the scales with cp.async. All complete on the stage's "full" mbarrier.
 //   warpgroups 1.., the consumers (registers raised): each owns 64 rows of the tile. Per K
 //     block it issues four wgmma m64nNk32 (QGMMA) into one of two fp32 partial sums, and while
 //     they run it waits for the previous block's wgmmas (the other partial), multiplies that
@@ -729,28 +730,30 @@ constexpr int SmemBytes(int block_m, int block_n, int stages, int row) {
          static_cast<int>(sizeof(GroupTable)) + 1024;
 }
 
-// Whether the tile loads its scales by TMA (where the scale tensors allow it, and with 128x128
-// B scales): 128x192 only.
-// NOTE: on an H100 (bench/RESULTS.md, branch gemm12) TMA scale loads made 128x192 in clusters
-// of 2 3.5% faster at 8192^3 and 5.9% at 4096x7168x16384, but 192x128 in clusters of 2 2-7%
-// slower (4096^3, 16384x8192x5120, 8192x7168x2048, 4096x2112x7168, 4096x24576x1536) and 64x64
-// 3% slower (64x4096x7168); the others were not measured. TN on 128x192 (per-row B scales by
-// TMA too: a 192-row box, and two loads per column pair in the promotion) was 4.6% slower at
-// 16640x5120x8192, so per-row B scales stay on cp.async. The 128x128 tile with 6 stages and
-// 128x64 with 8 have no room for the larger scale tiles anyway.
+// Whether the tile has an instantiation that loads its scales by TMA (launched for dense
+// problems with 128x128 B scales in clusters of 2 only, see LaunchGemmFp8Kernel): 128x192 only.
+// NOTE: on an H100 (bench/RESULTS.md, branch gemm12 and session 7) TMA scale loads made 128x192
+// in clusters of 2 4.6% faster at 8192^3 and 5.5% at 4096x7168x16384, but unclustered 128x192
+// 7-10% slower, 192x128 in clusters of 2 2-7% slower (4096^3, 16384x8192x5120, 8192x7168x2048,
+// 4096x2112x7168, 4096x24576x1536), 64x64 3% slower (64x4096x7168), M-grouped 128x192 c2 1-3%
+// slower; the others were not measured. TN on 128x192 (per-row B scales by TMA too: a 192-row
+// box, and two loads per column pair in the promotion) was 4.6% slower at 16640x5120x8192, and
+// 6% slower even with cp.async once every 128x192 build had the larger scale rows, hence the
+// separate instantiation. The 128x128 tile with 6 stages and 128x64 with 8 have no room for the
+// larger scale tiles anyway.
 constexpr bool TmaScales(int block_m, int block_n, int stages) {
   return block_m == 128 && block_n == 192 &&
          SmemBytes(block_m, block_n, stages, kScaleBoxCols) <= kMaxSmemBytes;
 }
 
 // Per stage: the A and B tiles, a scale row per tile row of A and per column of B (per-row B
-// scales; 128x128 B scales use the first one or two rows). A scale row is kScaleRow floats:
-// 4, the 16-byte box of the TMA scale loads, for tiles that load their scales by TMA, else 1
-// (those configurations always copy the scales with cp.async). Per-row B scales (TN,
-// K-grouped) are always copied, and then both tiles' rows are one float.
+// scales; 128x128 B scales use the first one or two rows). A scale row is kRowFloats floats:
+// 4, the 16-byte box of the TMA scale loads, in the TMA-scale instantiation, else 1 (those
+// instantiations always copy the scales with cp.async, in main's layout).
 template <int kBlockM, int kBlockN, int kStages, int kRowFloats>
 struct SmemLayout {
-  static_assert(kRowFloats == 1 || (kRowFloats == kScaleBoxCols && TmaScales(kBlockM, kBlockN, kStages)),
+  static_assert(kRowFloats == 1 ||
+                    (kRowFloats == kScaleBoxCols && TmaScales(kBlockM, kBlockN, kStages)),
                 "scale rows of one float, or of a TMA box where the tile has room for it");
   static constexpr int kScaleRow = kRowFloats;
   static constexpr int kTileABytes = kBlockM * kBlockK;  // e4m3: one byte per element
@@ -897,7 +900,9 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
       done_left = done_tile < total ? blocks_of(done_tile) : 0;
     } while (done_tile < total && done_left == 0);
     if constexpr (kRow > 1) {
-      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
+      if (done_tile < total) {
+        done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
+      }
     }
   };
   next_done_tile();
@@ -1142,7 +1147,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
       if (done_tile < total) mid_first = Uniform(sched.Get(done_tile).n0 % 128) == 0;
     }
     if constexpr (kRow > 1) {
-      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
+      if (done_tile < total) {
+        done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
+      }
     }
   };
   next_done_tile();
@@ -1424,7 +1431,8 @@ int ResidentCtas(cudaError_t& err) {
   if (err != cudaSuccess) return 0;
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
-      LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(sms / kCluster * kCluster, &cluster, 0);
+      LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(sms / kCluster * kCluster,
+                                                                    &cluster, 0);
   int clusters = 0;
   err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
   if (err != cudaSuccess) return 0;
@@ -1515,7 +1523,8 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(num_ctas, &cluster, stream);
-  return cudaLaunchKernelEx(&config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>, p,
+  return cudaLaunchKernelEx(&config,
+                            &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>, p,
                             map_a, map_b, map_sa, map_sb);
 }
 

@@ -64,7 +64,8 @@ struct KernelParams {
   uint32_t* trace = nullptr;
   // 1: the TMA thread loads each K block's scales through map_sa / map_sb on the stage's full
   // barrier (the tile's TMA-scale instantiation; dense mode with 128x128 B scales in clusters of
-  // 2 only, else the launch fails); 0: producer warps 1..3 copy them with cp.async from a_scales / b_scales.
+  // 2 only, else the launch fails); 0: producer warps 1..3 copy them with cp.async from
+  // a_scales / b_scales.
   int scale_tma = 0;
 };
 

@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 
@@ -635,6 +636,26 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
   GemmArgs mg = g;  // M-grouped: always cp.async
   mg.variant = GemmVariant::kMGroupedNT;
   EXPECT_FALSE(GemmFp8LoadsScalesByTma(mg, Config(128, 192, 4, 8, 2)));
+}
+
+// The kernel's launcher refuses TMA scale loads outside what they were built and measured for
+// (dense mode, 128x128 B scales, clusters of 2, the 128x192 tile), before touching the device.
+TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
+  CUtensorMap map{};
+  auto launch = [&](const cuda_gemm::KernelParams& p, int block_m, int block_n, int cluster) {
+    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, block_m, block_n, 4, cluster,
+                                          0, 1, nullptr, 0, nullptr);
+  };
+  cuda_gemm::KernelParams p;
+  p.scale_tma = 1;
+  EXPECT_EQ(launch(p, 128, 192, 1), cudaErrorInvalidValue);  // unclustered
+  EXPECT_EQ(launch(p, 192, 128, 2), cudaErrorInvalidValue);  // no TMA-scale build of 192x128
+  cuda_gemm::KernelParams mg = p;
+  mg.mode = cuda_gemm::KernelMode::kMGrouped;
+  EXPECT_EQ(launch(mg, 128, 192, 2), cudaErrorInvalidValue);
+  cuda_gemm::KernelParams tn = p;
+  tn.b_scale_per_row = 1;
+  EXPECT_EQ(launch(tn, 128, 192, 2), cudaErrorInvalidValue);
 }
 
 TEST(GemmCudaTest, NnIsSupportedForE4m3fnOnly) {

@@ -1536,11 +1536,6 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count) {
   return SplitFlagBytes(sm_count) + static_cast<uint64_t>(sm_count) * 128 * 192 * sizeof(float);
 }
 
-int GemmFp8SmemBytes(int block_m, int block_n, int stages) {
-  return SmemBytes(block_m, block_n, stages,
-                   TmaScales(block_m, block_n, stages) ? kScaleBoxCols : 1);
-}
-
 bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
   return TmaScales(block_m, block_n, stages);
 }

@@ -130,10 +130,6 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
 // TMA-scale one (15 KB more shared memory) also runs one CTA per SM.
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster);
 
-// Dynamic shared memory the kernel needs for this tile and stage count (the larger instantiation
-// where the tile has two).
-int GemmFp8SmemBytes(int block_m, int block_n, int stages);
-
 }  // namespace cuda_gemm
 }  // namespace kd
 

@@ -40,9 +40,9 @@
 // write zeros. bench/gpu_gemm/trace_summary.py summarises the files.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -262,9 +262,8 @@ double TimeBatches(F&& launch, int sets, int per_sample, cudaEvent_t start, cuda
 }
 
 double NowSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // One power soak: `launch(set)` back to back for `seconds` after 0.3 s of settling, batches of

@@ -367,11 +367,10 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
   // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.
   const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
-  // The scales by TMA where the tile and both scale tensors allow it, for dense problems with
-  // 128x128 B scales (else cp.async, see KernelParams and GemmFp8LoadsScalesByTma).
+  // The scales by TMA where GemmFp8LoadsScalesByTma says so (else cp.async, see KernelParams);
+  // the rule lives there alone. NN arrives here as its NT problem.
   CUtensorMap map_sa{}, map_sb{};
-  if (p.mode == KernelMode::kDense && !p.b_scale_per_row && cluster == 2 &&
-      cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages)) {
+  if (GemmFp8LoadsScalesByTma(args, config)) {
     p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
                   MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);
   }

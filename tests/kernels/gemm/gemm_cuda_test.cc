@@ -640,6 +640,8 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
 
 // The kernel's launcher refuses TMA scale loads outside what they were built and measured for
 // (dense mode, 128x128 B scales, clusters of 2, the 128x192 tile), before touching the device.
+// The unclustered and 192x128 cases have no TMA-scale instantiation to fall into anyway; the
+// M-grouped and per-row cases would launch the 128x192 c2 one without the check.
 TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
   CUtensorMap map{};
   auto launch = [&](const cuda_gemm::KernelParams& p, int block_m, int block_n, int cluster) {

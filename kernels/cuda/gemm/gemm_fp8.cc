@@ -106,6 +106,30 @@ bool MakeScaleMap(const Tensor& t, int box_rows, CUtensorMap* map) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Whether TMA can write D: bf16 (rows, N) with its base and row stride multiples of 16 bytes.
+// D (rows, N) bf16 as a TMA map for the epilogue's bulk stores: boxes of kOutBoxCols x
+// kOutBoxRows with 128-byte swizzle (the layout of the kernel's epilogue buffers). False when D
+// is not TmaWritableOutput or the driver refuses it; the kernel then stores with 16-byte
+// accesses.
+bool TmaWritableOutput(const Tensor& d) {
+  return d.rank == 2 && d.dtype == DType::kBF16 && reinterpret_cast<uintptr_t>(d.data) % 16 == 0 &&
+         d.strides[0] * static_cast<int64_t>(sizeof(uint16_t)) % 16 == 0;
+}
+
+bool MakeOutputMap(const Tensor& d, CUtensorMap* map) {
+  const EncodeTiledFn encode = EncodeTiled();
+  if (encode == nullptr || !TmaWritableOutput(d)) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d.shape[1]),
+                              static_cast<cuuint64_t>(d.shape[0])};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d.strides[0]) * sizeof(uint16_t)};
+  const cuuint32_t box[2] = {cuda_gemm::kOutBoxCols, cuda_gemm::kOutBoxRows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.data, dims, strides, box,
+                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {
     return Invalid(field, " starts at an address that is not a multiple of 16 bytes (TMA)");
@@ -152,6 +176,25 @@ int GemmFp8ResidentCtas(const GemmConfig& config) {
   if (!CheckGemmConfig(config).ok()) return 0;
   return cuda_gemm::GemmFp8ResidentCtas(config.block_m, config.block_n, config.stages,
                                         config.cluster);
+}
+
+bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config) {
+  const bool grouped = args.variant == GemmVariant::kMGroupedNT;
+  const bool dense = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN ||
+                     args.variant == GemmVariant::kTN;
+  if (!(dense || grouped) || args.accumulate || !TmaWritableOutput(args.d) ||
+      !CheckGemmConfig(config).ok()) {
+    return false;
+  }
+  // Tiles as the launch counts them (M-grouped: each group may add a part-filled tile, and in a
+  // cluster its partner); NN runs as NT with bᵀ, so its columns are b's.
+  const int64_t n = grouped || args.variant == GemmVariant::kNN ? args.b.shape[1] : args.b.shape[0];
+  const int64_t num_n = CeilDiv(n, config.block_n);
+  int64_t tiles = CeilDiv(args.a.shape[0], config.block_m) * num_n;
+  if (grouped) tiles += args.b.shape[0] * num_n * config.cluster;
+  const int resident = GemmFp8ResidentCtas(config);
+  const int64_t ctas = config.num_ctas > 0 ? std::min(config.num_ctas, resident) : resident;
+  return tiles > ctas;
 }
 
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
@@ -374,8 +417,12 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
     p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
                   MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);
   }
+  // The epilogue's bulk stores where GemmFp8StoresByTma says so (else 16-byte stores).
+  CUtensorMap map_d{};
+  if (GemmFp8StoresByTma(args, config)) p.d_tma = MakeOutputMap(args.d, &map_d);
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
-      p, map_a, map_b, map_sa, map_sb, config.block_m, config.block_n, config.stages, cluster,
+      p, map_a, map_b, map_sa, map_sb, map_d, config.block_m, config.block_n, config.stages,
+      cluster,
       config.num_ctas, max_useful, split ? scratch : nullptr, split ? SplitWorkspaceBytes() : 0,
       stream);
   if (err != cudaSuccess) {

@@ -75,6 +75,15 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
 // scales, -5% to -6%) stay on cp.async.
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config);
 
+// Whether LaunchGemmFp8 has the kernel's epilogue write D with TMA bulk-tensor stores, one
+// thread issuing them while its warpgroup goes on with the next tile (else every thread stores 16
+// bytes at a time; the results are the same bits): for NT, NN, TN and M-grouped NT writing (not
+// accumulating) a bf16 D whose base and row stride are multiples of 16 bytes, when the launch
+// has more tiles than CTAs. On an H100 (bench/RESULTS.md, "TMA stores in the epilogue") that made
+// the large shapes 0-3% faster; launches of at most one tile per CTA measured 3-5% slower with
+// them (nothing to overlap). Reads the device's resident-CTA count (GemmFp8ResidentCtas).
+bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config);
+
 // How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one
 // GPC, so with clusters this can be below the SM count); 0 for a bad config or a CUDA error.
 int GemmFp8ResidentCtas(const GemmConfig& config);

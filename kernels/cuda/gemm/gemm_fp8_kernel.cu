@@ -138,6 +138,49 @@ __device__ __forceinline__ void TmaLoad3dMulticast(void* dst, const CUtensorMap*
       : "memory");
 }
 
+// Bulk-tensor store of one box of `map` from shared address `src` to global coordinates (c0,
+// c1), as its own bulk group, issued by the threads where `pred` holds. Predicated, not
+// branched: the epilogue runs with the next block's wgmmas in flight, and ptxas serializes
+// wgmmas across a branch it cannot prove warp-uniform (C7518). Out-of-bounds cells are not
+// written.
+__device__ __forceinline__ void TmaStore2d(const CUtensorMap* map, uint32_t src, int c0, int c1,
+                                           bool pred) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.u32 p, %4, 0;\n"
+      "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+      "@p cp.async.bulk.commit_group;\n"
+      "}\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(src), "r"(static_cast<uint32_t>(pred))
+      : "memory");
+}
+
+// Waits (where `pred` holds) until at most kPending of this thread's bulk groups are still
+// reading their shared-memory source.
+template <int kPending>
+__device__ __forceinline__ void BulkWaitRead(bool pred) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.u32 p, %1, 0;\n"
+      "@p cp.async.bulk.wait_group.read %0;\n"
+      "}\n" ::"n"(kPending),
+      "r"(static_cast<uint32_t>(pred))
+      : "memory");
+}
+
+// Waits (where `pred` holds) until every bulk group of this thread has completed.
+__device__ __forceinline__ void BulkWaitAll(bool pred) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.u32 p, %0, 0;\n"
+      "@p cp.async.bulk.wait_group 0;\n"
+      "}\n" ::"r"(static_cast<uint32_t>(pred))
+      : "memory");
+}
+
 // Arrives on the barrier at shared address `addr`'s offset in CTA `cta` of this cluster.
 __device__ __forceinline__ void BarrierArriveCluster(uint32_t addr, uint32_t cta) {
   asm volatile(
@@ -363,16 +406,36 @@ __device__ void BuildGroupTable(const KernelParams& p, GroupTable& table) {
   __syncthreads();
 }
 
+// The value of lane 0 of the warp. The consumer's control flow depends only on such values, so
+// that ptxas sees it as warp-uniform: wgmmas in flight across a branch it takes for divergent are
+// serialized (C7518).
+__device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 // ---- Epilogue -------------------------------------------------------------------------------
 //
-// Each consumer warpgroup writes its 64 x kBlockN fp32 accumulator through an 8 KB shared-memory
-// buffer of its own, one 128-byte-wide column slice at a time (64 bf16 or 32 f32 columns), then
-// reads it back row-wise so that each warp stores whole 128-byte row segments with 16-byte
-// accesses. The 16-byte chunks of a buffer row are XOR-swizzled by the row so that both the
-// fragment writes and the row reads are free of bank conflicts.
+// Each consumer warpgroup writes its 64 x kBlockN fp32 accumulator through 8 KB shared-memory
+// buffers of its own, one 128-byte-wide column slice at a time (64 bf16 or 32 f32 columns). The
+// 16-byte chunks of a buffer row are XOR-swizzled by the row so that the fragment writes are free
+// of bank conflicts. A bf16 slice of a dense problem (KernelParams::d_tma) leaves through a TMA
+// bulk-tensor store that one thread issues, and the warpgroup goes on to its next K block while
+// the store drains: the bf16 chunk swizzle is TMA's 128-byte swizzle. Otherwise the warpgroup
+// reads the slice back row-wise and each warp stores whole 128-byte row segments with 16-byte
+// accesses (the row reads are conflict-free too); those stores held the warpgroup until the
+// memory system took them, which cost about 2 us per tile when a whole wave of CTAs stored at once
+// (bench/RESULTS.md, session 8).
 
 constexpr int kEpiRowBytes = 128;
-constexpr int kEpiBytes = 64 * kEpiRowBytes;  // per consumer warpgroup
+constexpr int kEpiBytes = 64 * kEpiRowBytes;  // one buffer: a 64-row slice of 128-byte rows
+static_assert(kOutBoxCols * 2 == kEpiRowBytes && kOutBoxRows == 64,
+              "a bulk store writes one bf16 buffer");
+
+
+// One consumer warpgroup's epilogue state.
+struct EpiState {
+  uint32_t buf = 0;                    // shared address of its first buffer
+  const CUtensorMap* map_d = nullptr;  // D as 64 x 64 bf16 boxes (KernelParams::d_tma)
+  uint32_t seq = 0;                    // bulk stores issued; the next writes buffer seq % n
+};
 
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -422,10 +485,11 @@ __device__ __forceinline__ void StoreVec16(const KernelParams& p, char* d_base, 
 // Stores this warpgroup's 64 rows of the tile (`acc` in the m64nN fragment layout) to D, rows
 // at or past tile.row_end and columns at or past p.n left alone. `buf` is the warpgroup's
 // kEpiBytes buffer; `tid` its thread index 0..127; `bar_id` its named barrier.
-template <int kBlockN>
+template <int kBlockN, int kEpiBuffers>
 __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& tile, int consumer,
-                                          float (&acc)[kBlockN / 2], uint32_t buf_addr,
-                                          int tid, int bar_id) {
+                                          float (&acc)[kBlockN / 2], EpiState& epi, int tid,
+                                          int bar_id) {
+  const uint32_t buf_addr = epi.buf;
   char* d_base = static_cast<char*>(p.d);
   if (p.mode == KernelMode::kKGrouped) d_base += tile.group * p.d_group * (p.d_f32 ? 4 : 2);
   const int warp = tid / 32, lane = tid % 32;
@@ -466,6 +530,37 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
         const int col = tile.n0 + 32 * q + 4 * read_chunk;
         if (row < tile.row_end && col < p.n) StoreVec16(p, d_base, row, col, v);
       }
+    }
+  } else if (p.d_tma && Uniform(p.mode == KernelMode::kDense || row0 + 64 <= tile.row_end)) {
+    // (M-grouped: a slice whose rows all belong to the tile's group; the map would not stop at
+    // the group's end.)
+#pragma unroll
+    for (int q = 0; q < kBlockN / 64; ++q) {
+      const uint32_t buf = buf_addr + (epi.seq % kEpiBuffers) * kEpiBytes;
+      // The bulk store that last read this buffer (kEpiBuffers stores ago) is done with it; the
+      // barrier then holds the warpgroup's writes until thread 0 has seen that.
+      BulkWaitRead<kEpiBuffers - 1>(tid == 0);
+      NamedBarrierSync(bar_id, 128);
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * q + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = frag_row + 8 * h;
+          const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
+          const uint32_t addr =
+              buf + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
+        }
+      }
+      // Each thread's writes are made visible to the async proxy before the store reads them.
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      NamedBarrierSync(bar_id, 128);
+      // Rows past D's end (the last M tile, or a cluster's tile past it) and columns past N are
+      // clipped by the tensor map.
+      TmaStore2d(epi.map_d, buf, tile.n0 + 64 * q, row0, tid == 0);
+      ++epi.seq;
     }
   } else {
 #pragma unroll
@@ -519,11 +614,6 @@ __device__ __forceinline__ void StoreZeroTile(const KernelParams& p, const Tile&
   }
 }
 
-// The value of lane 0 of the warp. The consumer's control flow depends only on such values, so
-// that ptxas sees it as warp-uniform: wgmmas in flight across a branch it takes for divergent are
-// serialized (C7518).
-__device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
-
 // ---- Split tail -----------------------------------------------------------------------------
 //
 // A non-owner slice stores its warpgroup's fp32 accumulator to its slot in the fragment's own
@@ -565,10 +655,10 @@ __device__ __forceinline__ void WaitSlices(const unsigned* flag, unsigned count)
 
 // The end of a work item's K blocks for this warpgroup: stores the tile (whole tile or owner
 // slice) and returns, or, for a non-owner slice, hands its partial to the owner.
-template <int kBlockM, int kBlockN, int kCluster>
+template <int kBlockM, int kBlockN, int kCluster, int kEpiBuffers>
 __device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& tile,
                                              int consumer, float (&acc)[kBlockN / 2],
-                                             uint32_t buf_addr, int tid, int bar_id,
+                                             EpiState& epi, int tid, int bar_id,
                                              uint32_t rank) {
   constexpr int kAcc = kBlockN / 2;
   constexpr int kSlot = kBlockM * kBlockN;  // floats
@@ -597,7 +687,7 @@ __device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& 
       for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(src + i * 128);
     }
   }
-  StoreTile<kBlockN>(p, tile, consumer, acc, buf_addr, tid, bar_id);
+  StoreTile<kBlockN, kEpiBuffers>(p, tile, consumer, acc, epi, tid, bar_id);
 }
 
 // `v`, as a value the compiler cannot see through: it keeps it in a register rather than
@@ -725,9 +815,30 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
 }
 
 // Bytes of dynamic shared memory for a tile, stage count and scale row of `row` floats.
+constexpr int SmemBytesWith(int block_m, int block_n, int stages, int row, int epi_buffers) {
+  return stages * ((block_m + block_n) * (kBlockK + 4 * row) + 16) +
+         (block_m / 64) * epi_buffers * kEpiBytes + static_cast<int>(sizeof(GroupTable)) + 1024;
+}
+
+// The L1/shared carve-out step below the largest: a CTA with more shared memory than this leaves
+// the SM 28 KB of L1 instead of 60 (sm_90's steps of 132, 164, 196 and 228 KB).
+constexpr int kCarveOutStepBytes = 196 * 1024;
+
+// Epilogue buffers per consumer warpgroup: two (a bulk store may still be reading one while the
+// other is written) where they fit and do not push a layout that was under the carve-out step
+// past it; else one.
+// NOTE: the step matters: TN on 128x192 lost 6% on an H100 when that layout grew from 190 to 205
+// KB (bench/RESULTS.md, session 7), likely from the smaller L1 under its cp.async scale copies.
+constexpr int EpiBuffers(int block_m, int block_n, int stages, int row) {
+  return SmemBytesWith(block_m, block_n, stages, row, 2) <= kMaxSmemBytes &&
+                 (SmemBytesWith(block_m, block_n, stages, row, 1) > kCarveOutStepBytes ||
+                  SmemBytesWith(block_m, block_n, stages, row, 2) <= kCarveOutStepBytes)
+             ? 2
+             : 1;
+}
+
 constexpr int SmemBytes(int block_m, int block_n, int stages, int row) {
-  return stages * ((block_m + block_n) * (kBlockK + 4 * row) + 16) + (block_m / 64) * kEpiBytes +
-         static_cast<int>(sizeof(GroupTable)) + 1024;
+  return SmemBytesWith(block_m, block_n, stages, row, EpiBuffers(block_m, block_n, stages, row));
 }
 
 // Whether the tile has an instantiation that loads its scales by TMA (launched for dense
@@ -762,9 +873,13 @@ struct SmemLayout {
   static constexpr int kScaleBBytes = kBlockN * 4 * kScaleRow;
   static constexpr int kA = 0;
   static constexpr int kB = kA + kStages * kTileABytes;
-  static constexpr int kEpi = kB + kStages * kTileBBytes;  // one kEpiBytes buffer per consumer
+  // kEpiBuffers buffers of kEpiBytes per consumer, 1024-byte aligned (a TMA source with
+  // 128-byte swizzle).
+  static constexpr int kEpiBuffers = EpiBuffers(kBlockM, kBlockN, kStages, kRowFloats);
+  static constexpr int kEpi = kB + kStages * kTileBBytes;
+  static_assert(kEpi % 1024 == 0, "epilogue buffers");
   // 128-byte aligned, as TMA's destinations must be.
-  static constexpr int kScaleA = kEpi + (kBlockM / 64) * kEpiBytes;
+  static constexpr int kScaleA = kEpi + (kBlockM / 64) * kEpiBuffers * kEpiBytes;
   static constexpr int kScaleB = kScaleA + kStages * kScaleABytes;
   static constexpr int kFull = kScaleB + kStages * kScaleBBytes;
   static constexpr int kEmpty = kFull + kStages * 8;
@@ -832,7 +947,7 @@ template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, b
 __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
                                              const Scheduler<kBlockM, kBlockN, kCluster>& sched,
                                              int first_work, int work_stride, uint8_t* smem,
-                                             uint32_t rank) {
+                                             uint32_t rank, const CUtensorMap* map_d) {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   const int consumer = Uniform(threadIdx.x / 128) - 1;
@@ -851,7 +966,9 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   const uint32_t sa_base =
       Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
   const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
-  const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
+  EpiState epi;
+  epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
+  epi.map_d = map_d;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
     const Tile tile = sched.Get(t);
@@ -917,7 +1034,8 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     if (++done_stage == kStages) done_stage = 0;
     if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kEpiBuffers>(p, sched.Get(done_tile), consumer,
+                                                               acc, epi, tid,
                                               1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
@@ -1070,7 +1188,7 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoopSingle(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
-    int work_stride, uint8_t* smem, uint32_t rank) {
+    int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   constexpr int kAcc = kBlockN / 2;
   constexpr int kConsumers = kBlockM / 64;
@@ -1091,7 +1209,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   const uint32_t sa_base =
       Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
   const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
-  const uint32_t epi = base + L::kEpi + consumer * kEpiBytes;
+  EpiState epi;
+  epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
+  epi.map_d = map_d;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
     const Tile tile = sched.Get(t);
@@ -1180,7 +1300,8 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     if (more) issue(part);
     tr.Mark(4);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster>(p, sched.Get(done_tile), consumer, acc, epi, tid,
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kEpiBuffers>(p, sched.Get(done_tile), consumer,
+                                                               acc, epi, tid,
                                                1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
@@ -1203,7 +1324,8 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
                   const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_sa,
-                  const __grid_constant__ CUtensorMap map_sb) {
+                  const __grid_constant__ CUtensorMap map_sb,
+                  const __grid_constant__ CUtensorMap map_d) {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   using R = Roles<kBlockM>;
   constexpr int kTileABytes = L::kTileABytes;
@@ -1369,24 +1491,30 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
     const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
+    if (p.d_tma && threadIdx.x % 128 == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_d)));
+    }
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
     // The TMA-scale instantiation never runs with per-row B scales (LaunchGemmFp8Kernel).
     if constexpr (kBlockN > 128 || kBlockM > 128) {
       if (!scale_tma && p.b_scale_per_row) {
         ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, !scale_tma>(
-            p, sched, first_work, work_stride, smem, rank);
+            p, sched, first_work, work_stride, smem, rank, &map_d);
       } else {
         ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
-            p, sched, first_work, work_stride, smem, rank);
+            p, sched, first_work, work_stride, smem, rank, &map_d);
       }
     } else if (!scale_tma && p.b_scale_per_row) {
       ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, kRowFloats, !scale_tma>(
-          p, sched, first_work, work_stride, smem, rank);
+          p, sched, first_work, work_stride, smem, rank, &map_d);
     } else {
       ConsumerLoop<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
-          p, sched, first_work, work_stride, smem, rank);
+          p, sched, first_work, work_stride, smem, rank, &map_d);
     }
+    // The thread that issued a warpgroup's bulk stores waits for them: shared memory must
+    // outlive their reads.
+    if (p.d_tma) BulkWaitAll(threadIdx.x % 128 == 0);
   }
   // No CTA may leave while its peer can still arrive on its barriers or write its stages.
   if constexpr (kCluster > 1) {
@@ -1498,7 +1626,8 @@ uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
-                   const CUtensorMap& map_sa, const CUtensorMap& map_sb, int num_ctas,
+                   const CUtensorMap& map_sa, const CUtensorMap& map_sb,
+                   const CUtensorMap& map_d, int num_ctas,
                    int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
@@ -1525,7 +1654,7 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(num_ctas, &cluster, stream);
   return cudaLaunchKernelEx(&config,
                             &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>, p,
-                            map_a, map_b, map_sa, map_sb);
+                            map_a, map_b, map_sa, map_sb, map_d);
 }
 
 }  // namespace
@@ -1561,7 +1690,8 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
-                                const CUtensorMap& map_sb, int block_m, int block_n, int stages,
+                                const CUtensorMap& map_sb, const CUtensorMap& map_d,
+                                int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
   // K-grouped's scheduler pairs no tiles: in a cluster both CTAs would run the same ones.
@@ -1573,10 +1703,15 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
        !TmaScales(block_m, block_n, stages))) {
     return cudaErrorInvalidValue;
   }
+  // TMA stores: dense and M-grouped problems with bf16 output written, not accumulated.
+  if (params.d_tma &&
+      (params.mode == KernelMode::kKGrouped || params.d_f32 || params.accumulate)) {
+    return cudaErrorInvalidValue;
+  }
   const int row = params.scale_tma ? kScaleBoxCols : 1;
 #define KD_GEMM_LAUNCH(BM, BN, S, C, R)                                                       \
   if (block_m == BM && block_n == BN && stages == S && cluster == C && row == R) {            \
-    return Launch<BM, BN, S, C, R>(params, map_a, map_b, map_sa, map_sb, num_ctas,            \
+    return Launch<BM, BN, S, C, R>(params, map_a, map_b, map_sa, map_sb, map_d, num_ctas,     \
                                    max_useful_ctas, workspace, workspace_bytes, stream);      \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)

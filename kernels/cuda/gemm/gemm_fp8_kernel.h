@@ -67,6 +67,10 @@ struct KernelParams {
   // 2 only, else the launch fails); 0: producer warps 1..3 copy them with cp.async from
   // a_scales / b_scales.
   int scale_tma = 0;
+  // 1: the consumers store bf16 tiles through map_d (TMA bulk-tensor stores from the epilogue
+  // buffers; dense mode, bf16 output, no accumulate, else the launch fails); 0: 16-byte stores
+  // to `d`.
+  int d_tma = 0;
 };
 
 // Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
@@ -96,6 +100,11 @@ uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 // the kernel uses.
 constexpr int kScaleBoxCols = 4;
 
+// The output map's box (bf16, 128-byte swizzle, innermost dimension first): 64 columns (128
+// bytes) x 64 rows, one consumer warpgroup's slice of a tile.
+constexpr int kOutBoxCols = 64;
+constexpr int kOutBoxRows = 64;
+
 // Whether this tile and stage count has an instantiation with the TMA scale tiles (16 bytes per
 // row and stage instead of 4), which KernelParams::scale_tma selects: 128x192 only (see
 // TmaScales in gemm_fp8_kernel.cu for the measurements).
@@ -119,9 +128,13 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 // mode in a cluster).
 // `map_sa` and `map_sb` are read only with params.scale_tma set, which needs dense mode, 128x128
 // B scales, clusters of 2 and a tile with GemmFp8TmaScales (cudaErrorInvalidValue otherwise).
+// `map_d` is read only with params.d_tma set, which needs dense mode and bf16 output without
+// accumulate (cudaErrorInvalidValue otherwise): D (rows, N) as boxes of 64 x 64 with 128-byte
+// swizzle (kOutBoxCols x kOutBoxRows).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
-                                const CUtensorMap& map_sb, int block_m, int block_n, int stages,
+                                const CUtensorMap& map_sb, const CUtensorMap& map_d,
+                                int block_m, int block_n, int stages,
                                 int cluster, int num_ctas, int max_useful_ctas,
                                 void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
 

@@ -606,6 +606,79 @@ INSTANTIATE_TEST_SUITE_P(
                       Config(64, 64, 8), false, false, kEndsK1024}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The epilogue's stores: with more tiles than CTAs, a bf16 D written (not accumulated) by NT, NN,
+// TN or M-grouped NT leaves each 64-row slice of a tile through a TMA bulk store from the
+// epilogue buffers (two per warpgroup where shared memory has room, else one), M-grouped slices
+// that cross their group's end excepted; otherwise threads store 16 bytes at a time. Each case
+// caps the CTAs (GemmConfig::num_ctas) so that every CTA runs several tiles through the same
+// buffers, states the path it takes (GemmFp8StoresByTma on the device tensors) and must match
+// the CPU backend: N not a multiple of 64 (clipped columns), M past the last full tile (clipped
+// rows; in clusters of 2, a tile wholly past the end), every tile shape and buffer count.
+struct StorePathCase {
+  const char* name;
+  GemmVariant variant;
+  int64_t m, n, k;  // M-grouped: m unused (the ends)
+  GemmConfig config;
+  int num_ctas;
+  bool tma;  // the path it must take
+  std::vector<int64_t> ends = {};
+};
+
+class GemmCudaStorePathTest : public ::testing::TestWithParam<StorePathCase> {};
+
+TEST_P(GemmCudaStorePathTest, TakesItsPathAndMatchesCpuBackendWithinBudget) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  const StorePathCase& c = GetParam();
+  for (const Mix& mix : GpuMixes()) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = c.variant == GemmVariant::kMGroupedNT ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
+                                                       : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
+    GemmConfig config = c.config;
+    config.num_ctas = c.num_ctas;
+    const bool tma = c.tma;
+    CheckAgainstCpu(op, [config, tma](const GemmArgs& args) {
+      EXPECT_EQ(GemmFp8StoresByTma(args, config), tma);
+      return WithConfig(config)(args);
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, GemmCudaStorePathTest,
+    ::testing::Values(
+        // 128x192 with TMA scale loads (two buffers): 9 M tiles in clusters of 2, N 1000.
+        StorePathCase{"nt_tma_bn192_c2_two_buffers", GemmVariant::kNT, 1100, 1000, 512,
+                      Config(128, 192, 4, 3, 2), 8, true},
+        // 192x128 (three warpgroups, two buffers), 128x128 and 128x64 with 8 stages (one),
+        // 64x64 (two).
+        StorePathCase{"nt_bm192_c2", GemmVariant::kNT, 500, 392, 512, Config(192, 128, 4, 3, 2),
+                      4, true},
+        StorePathCase{"nt_bn128_s5_one_buffer", GemmVariant::kNT, 300, 264, 512,
+                      Config(128, 128, 5), 2, true},
+        StorePathCase{"nt_bn64_s8_one_buffer", GemmVariant::kNT, 520, 392, 256,
+                      Config(128, 64, 8), 4, true},
+        StorePathCase{"nt_bm64_bn64", GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8), 2,
+                      true},
+        // 128x192 unclustered (cp.async scales, one buffer): TN and NN.
+        StorePathCase{"tn_bn192_one_buffer", GemmVariant::kTN, 400, 392, 512,
+                      Config(128, 192, 4), 2, true},
+        StorePathCase{"nn_tma_bn192_c2", GemmVariant::kNN, 520, 400, 1024,
+                      Config(128, 192, 4, 3, 2), 4, true},
+        // M-grouped: groups of 0 to 512 rows, so slices inside a group and across its end.
+        StorePathCase{"m_grouped_bn192_c2", GemmVariant::kMGroupedNT, 0, 320, 512,
+                      Config(128, 192, 4, 8, 2), 4, true, kEnds128},
+        StorePathCase{"m_grouped_bm192_c2", GemmVariant::kMGroupedNT, 0, 320, 512,
+                      Config(192, 128, 4, 3, 2), 2, true, kEnds192},
+        // At most one tile per CTA (the default CTA count here), and a row of 1001 bf16 (2002
+        // bytes, not a multiple of 16): 16-byte stores.
+        StorePathCase{"nt_one_tile_per_cta", GemmVariant::kNT, 300, 392, 512,
+                      Config(128, 192, 4, 8, 2), 0, false},
+        StorePathCase{"nt_unaligned_rows", GemmVariant::kNT, 300, 1001, 512, Config(128, 192, 4),
+                      2, false}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // The path rule on its own (no GPU: only shapes, strides and addresses are read).
 TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
   const Mix mix = StandardMixes()[0];
@@ -645,8 +718,8 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
 TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
   CUtensorMap map{};
   auto launch = [&](const cuda_gemm::KernelParams& p, int block_m, int block_n, int cluster) {
-    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, block_m, block_n, 4, cluster,
-                                          0, 1, nullptr, 0, nullptr);
+    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, block_m, block_n, 4,
+                                          cluster, 0, 1, nullptr, 0, nullptr);
   };
   cuda_gemm::KernelParams p;
   p.scale_tma = 1;
@@ -658,6 +731,28 @@ TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
   cuda_gemm::KernelParams tn = p;
   tn.b_scale_per_row = 1;
   EXPECT_EQ(launch(tn, 128, 192, 2), cudaErrorInvalidValue);
+}
+
+// The same for the epilogue's TMA stores: dense or M-grouped, bf16 output, no accumulate (an f32
+// or accumulating epilogue would read the bf16 buffers wrongly or overwrite D's old values;
+// K-grouped's D has a group dimension the 2D map does not have).
+TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaStoresOutsideBf16Writes) {
+  CUtensorMap map{};
+  auto launch = [&](const cuda_gemm::KernelParams& p) {
+    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, 128, 192, 4, 1, 0, 1,
+                                          nullptr, 0, nullptr);
+  };
+  cuda_gemm::KernelParams p;
+  p.d_tma = 1;
+  cuda_gemm::KernelParams f32 = p;
+  f32.d_f32 = 1;
+  EXPECT_EQ(launch(f32), cudaErrorInvalidValue);
+  cuda_gemm::KernelParams acc = p;
+  acc.accumulate = 1;
+  EXPECT_EQ(launch(acc), cudaErrorInvalidValue);
+  cuda_gemm::KernelParams kg = p;
+  kg.mode = cuda_gemm::KernelMode::kKGrouped;
+  EXPECT_EQ(launch(kg), cudaErrorInvalidValue);
 }
 
 TEST(GemmCudaTest, NnIsSupportedForE4m3fnOnly) {

@@ -124,10 +124,9 @@ bool MakeOutputMap(const Tensor& d, CUtensorMap* map) {
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d.strides[0]) * sizeof(uint16_t)};
   const cuuint32_t box[2] = {cuda_gemm::kOutBoxCols, cuda_gemm::kOutBoxRows};
   const cuuint32_t elem_strides[2] = {1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.data, dims, strides, box,
-                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.data, dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
@@ -183,7 +182,7 @@ bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config) {
   const bool dense = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN ||
                      args.variant == GemmVariant::kTN;
   if (!(dense || grouped) || args.accumulate || !TmaWritableOutput(args.d) ||
-      !CheckGemmConfig(config).ok()) {
+      !CheckGemmConfig(config).ok() || !cuda_gemm::TileStoresByTma(config.block_n)) {
     return false;
   }
   // Tiles as the launch counts them (M-grouped: each group may add a part-filled tile, and in a
@@ -422,9 +421,8 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   if (GemmFp8StoresByTma(args, config)) p.d_tma = MakeOutputMap(args.d, &map_d);
   const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
       p, map_a, map_b, map_sa, map_sb, map_d, config.block_m, config.block_n, config.stages,
-      cluster,
-      config.num_ctas, max_useful, split ? scratch : nullptr, split ? SplitWorkspaceBytes() : 0,
-      stream);
+      cluster, config.num_ctas, max_useful, split ? scratch : nullptr,
+      split ? SplitWorkspaceBytes() : 0, stream);
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

@@ -78,10 +78,11 @@ bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config);
 // Whether LaunchGemmFp8 has the kernel's epilogue write D with TMA bulk-tensor stores, one
 // thread issuing them while its warpgroup goes on with the next tile (else every thread stores 16
 // bytes at a time; the results are the same bits): for NT, NN, TN and M-grouped NT writing (not
-// accumulating) a bf16 D whose base and row stride are multiples of 16 bytes, when the launch
-// has more tiles than CTAs. On an H100 (bench/RESULTS.md, "TMA stores in the epilogue") that made
-// the large shapes 0-3% faster; launches of at most one tile per CTA measured 3-5% slower with
-// them (nothing to overlap). Reads the device's resident-CTA count (GemmFp8ResidentCtas).
+// accumulating) a bf16 D whose base and row stride are multiples of 16 bytes, on tiles 128 or 192
+// wide, when the launch has more tiles than CTAs. On an H100 (bench/RESULTS.md, "TMA stores in the
+// epilogue") that made the large shapes 0-3% faster; launches of at most one tile per CTA measured
+// 3-5% slower with them (nothing to overlap). Reads the device's resident-CTA count
+// (GemmFp8ResidentCtas).
 bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config);
 
 // How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one

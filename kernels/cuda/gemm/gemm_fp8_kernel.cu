@@ -429,7 +429,6 @@ constexpr int kEpiBytes = 64 * kEpiRowBytes;  // one buffer: a 64-row slice of 1
 static_assert(kOutBoxCols * 2 == kEpiRowBytes && kOutBoxRows == 64,
               "a bulk store writes one bf16 buffer");
 
-
 // One consumer warpgroup's epilogue state.
 struct EpiState {
   uint32_t buf = 0;                    // shared address of its first buffer
@@ -483,8 +482,9 @@ __device__ __forceinline__ void StoreVec16(const KernelParams& p, char* d_base, 
 }
 
 // Stores this warpgroup's 64 rows of the tile (`acc` in the m64nN fragment layout) to D, rows
-// at or past tile.row_end and columns at or past p.n left alone. `buf` is the warpgroup's
-// kEpiBytes buffer; `tid` its thread index 0..127; `bar_id` its named barrier.
+// at or past tile.row_end and columns at or past p.n left alone. `epi` holds the warpgroup's
+// buffers (kEpiBuffers of kEpiBytes for the TMA-store path, 0 for a tile built without it);
+// `tid` its thread index 0..127; `bar_id` its named barrier.
 template <int kBlockN, int kEpiBuffers>
 __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& tile, int consumer,
                                           float (&acc)[kBlockN / 2], EpiState& epi, int tid,
@@ -498,6 +498,42 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
   // Reads: 4 rows of 8 chunks per warp instruction, 4 instructions per pass.
   const int read_chunk = tid % 8;
   const int read_row = tid / 8;  // + 16 * i
+  if constexpr (kEpiBuffers > 0) {
+    if (p.d_tma && Uniform(p.mode == KernelMode::kDense || row0 + 64 <= tile.row_end)) {
+      // (M-grouped: a slice whose rows all belong to the tile's group; the map would not stop at
+      // the group's end.)
+#pragma unroll
+      for (int q = 0; q < kBlockN / 64; ++q) {
+        const uint32_t buf = buf_addr + (epi.seq % kEpiBuffers) * kEpiBytes;
+        // The bulk store that last read this buffer (kEpiBuffers stores ago) is done with it; the
+        // barrier then holds the warpgroup's writes until thread 0 has seen that.
+        BulkWaitRead<kEpiBuffers - 1>(tid == 0);
+        NamedBarrierSync(bar_id, 128);
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const int j = 8 * q + jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = frag_row + 8 * h;
+            const __nv_bfloat162 pair =
+                __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
+            const uint32_t addr =
+                buf + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
+          }
+        }
+        // Each thread's writes are made visible to the async proxy before the store reads them.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        NamedBarrierSync(bar_id, 128);
+        // Rows past D's end (the last M tile, or a cluster's tile past it) and columns past N are
+        // clipped by the tensor map.
+        TmaStore2d(epi.map_d, buf, tile.n0 + 64 * q, row0, tid == 0);
+        ++epi.seq;
+      }
+      return;
+    }
+  }
   if (p.d_f32) {
 #pragma unroll
     for (int q = 0; q < kBlockN / 32; ++q) {
@@ -530,37 +566,6 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
         const int col = tile.n0 + 32 * q + 4 * read_chunk;
         if (row < tile.row_end && col < p.n) StoreVec16(p, d_base, row, col, v);
       }
-    }
-  } else if (p.d_tma && Uniform(p.mode == KernelMode::kDense || row0 + 64 <= tile.row_end)) {
-    // (M-grouped: a slice whose rows all belong to the tile's group; the map would not stop at
-    // the group's end.)
-#pragma unroll
-    for (int q = 0; q < kBlockN / 64; ++q) {
-      const uint32_t buf = buf_addr + (epi.seq % kEpiBuffers) * kEpiBytes;
-      // The bulk store that last read this buffer (kEpiBuffers stores ago) is done with it; the
-      // barrier then holds the warpgroup's writes until thread 0 has seen that.
-      BulkWaitRead<kEpiBuffers - 1>(tid == 0);
-      NamedBarrierSync(bar_id, 128);
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * q + jj;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = frag_row + 8 * h;
-          const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-          const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
-          const uint32_t addr =
-              buf + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
-        }
-      }
-      // Each thread's writes are made visible to the async proxy before the store reads them.
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      NamedBarrierSync(bar_id, 128);
-      // Rows past D's end (the last M tile, or a cluster's tile past it) and columns past N are
-      // clipped by the tensor map.
-      TmaStore2d(epi.map_d, buf, tile.n0 + 64 * q, row0, tid == 0);
-      ++epi.seq;
     }
   } else {
 #pragma unroll
@@ -656,10 +661,9 @@ __device__ __forceinline__ void WaitSlices(const unsigned* flag, unsigned count)
 // The end of a work item's K blocks for this warpgroup: stores the tile (whole tile or owner
 // slice) and returns, or, for a non-owner slice, hands its partial to the owner.
 template <int kBlockM, int kBlockN, int kCluster, int kEpiBuffers>
-__device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& tile,
-                                             int consumer, float (&acc)[kBlockN / 2],
-                                             EpiState& epi, int tid, int bar_id,
-                                             uint32_t rank) {
+__device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& tile, int consumer,
+                                             float (&acc)[kBlockN / 2], EpiState& epi, int tid,
+                                             int bar_id, uint32_t rank) {
   constexpr int kAcc = kBlockN / 2;
   constexpr int kSlot = kBlockM * kBlockN;  // floats
   const int slices = Uniform(tile.slices);
@@ -825,12 +829,13 @@ constexpr int SmemBytesWith(int block_m, int block_n, int stages, int row, int e
 constexpr int kCarveOutStepBytes = 196 * 1024;
 
 // Epilogue buffers per consumer warpgroup: two (a bulk store may still be reading one while the
-// other is written) where they fit and do not push a layout that was under the carve-out step
-// past it; else one.
-// NOTE: the step matters: TN on 128x192 lost 6% on an H100 when that layout grew from 190 to 205
-// KB (bench/RESULTS.md, session 7), likely from the smaller L1 under its cp.async scale copies.
+// other is written) for the tiles with TMA stores where they fit and do not push a layout that was
+// under the carve-out step past it; else one. NOTE: the step matters: TN on 128x192 lost 6% on an
+// H100 when that layout grew from 190 to 205 KB (bench/RESULTS.md, session 7), likely from the
+// smaller L1 under its cp.async scale copies.
 constexpr int EpiBuffers(int block_m, int block_n, int stages, int row) {
-  return SmemBytesWith(block_m, block_n, stages, row, 2) <= kMaxSmemBytes &&
+  return TileStoresByTma(block_n) &&
+                 SmemBytesWith(block_m, block_n, stages, row, 2) <= kMaxSmemBytes &&
                  (SmemBytesWith(block_m, block_n, stages, row, 1) > kCarveOutStepBytes ||
                   SmemBytesWith(block_m, block_n, stages, row, 2) <= kCarveOutStepBytes)
              ? 2
@@ -876,6 +881,8 @@ struct SmemLayout {
   // kEpiBuffers buffers of kEpiBytes per consumer, 1024-byte aligned (a TMA source with
   // 128-byte swizzle).
   static constexpr int kEpiBuffers = EpiBuffers(kBlockM, kBlockN, kStages, kRowFloats);
+  // The buffers the epilogue's TMA-store path cycles through; 0: the tile is built without it.
+  static constexpr int kStoreBuffers = TileStoresByTma(kBlockN) ? kEpiBuffers : 0;
   static constexpr int kEpi = kB + kStages * kTileBBytes;
   static_assert(kEpi % 1024 == 0, "epilogue buffers");
   // 128-byte aligned, as TMA's destinations must be.
@@ -1034,9 +1041,8 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     if (++done_stage == kStages) done_stage = 0;
     if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster, L::kEpiBuffers>(p, sched.Get(done_tile), consumer,
-                                                               acc, epi, tid,
-                                              1 + consumer, rank);
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(done_tile), consumer,
+                                                               acc, epi, tid, 1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1300,9 +1306,8 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     if (more) issue(part);
     tr.Mark(4);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster, L::kEpiBuffers>(p, sched.Get(done_tile), consumer,
-                                                               acc, epi, tid,
-                                               1 + consumer, rank);
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(done_tile), consumer,
+                                                               acc, epi, tid, 1 + consumer, rank);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1317,11 +1322,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
 
 // ---- The kernel -----------------------------------------------------------------------------
 
-
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
-    GemmFp8Kernel(const __grid_constant__ KernelParams p,
-                  const __grid_constant__ CUtensorMap map_a,
+    GemmFp8Kernel(const __grid_constant__ KernelParams p, const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_sa,
                   const __grid_constant__ CUtensorMap map_sb,
@@ -1491,8 +1494,10 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R::kConsumerRegs));
     const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
-    if (p.d_tma && threadIdx.x % 128 == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_d)));
+    if constexpr (L::kStoreBuffers > 0) {
+      if (p.d_tma && threadIdx.x % 128 == 0) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_d)));
+      }
     }
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
@@ -1514,7 +1519,9 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     }
     // The thread that issued a warpgroup's bulk stores waits for them: shared memory must
     // outlive their reads.
-    if (p.d_tma) BulkWaitAll(threadIdx.x % 128 == 0);
+    if constexpr (L::kStoreBuffers > 0) {
+      if (p.d_tma) BulkWaitAll(threadIdx.x % 128 == 0);
+    }
   }
   // No CTA may leave while its peer can still arrive on its barriers or write its stages.
   if constexpr (kCluster > 1) {
@@ -1626,9 +1633,8 @@ uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
-                   const CUtensorMap& map_sa, const CUtensorMap& map_sb,
-                   const CUtensorMap& map_d, int num_ctas,
-                   int max_useful, void* workspace, uint64_t workspace_bytes,
+                   const CUtensorMap& map_sa, const CUtensorMap& map_sb, const CUtensorMap& map_d,
+                   int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(err);
@@ -1690,10 +1696,10 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
-                                const CUtensorMap& map_sb, const CUtensorMap& map_d,
-                                int block_m, int block_n, int stages,
-                                int cluster, int num_ctas, int max_useful_ctas,
-                                void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
+                                const CUtensorMap& map_sb, const CUtensorMap& map_d, int block_m,
+                                int block_n, int stages, int cluster, int num_ctas,
+                                int max_useful_ctas, void* workspace, uint64_t workspace_bytes,
+                                cudaStream_t stream) {
   // K-grouped's scheduler pairs no tiles: in a cluster both CTAs would run the same ones.
   if (params.mode == KernelMode::kKGrouped && cluster != 1) return cudaErrorInvalidValue;
   // TMA scale loads: dense problems with 128x128 B scales, on a tile built for them, in
@@ -1704,15 +1710,15 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
     return cudaErrorInvalidValue;
   }
   // TMA stores: dense and M-grouped problems with bf16 output written, not accumulated.
-  if (params.d_tma &&
-      (params.mode == KernelMode::kKGrouped || params.d_f32 || params.accumulate)) {
+  if (params.d_tma && (params.mode == KernelMode::kKGrouped || params.d_f32 || params.accumulate ||
+                       !TileStoresByTma(block_n))) {
     return cudaErrorInvalidValue;
   }
   const int row = params.scale_tma ? kScaleBoxCols : 1;
-#define KD_GEMM_LAUNCH(BM, BN, S, C, R)                                                       \
-  if (block_m == BM && block_n == BN && stages == S && cluster == C && row == R) {            \
-    return Launch<BM, BN, S, C, R>(params, map_a, map_b, map_sa, map_sb, map_d, num_ctas,     \
-                                   max_useful_ctas, workspace, workspace_bytes, stream);      \
+#define KD_GEMM_LAUNCH(BM, BN, S, C, R)                                                   \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C && row == R) {        \
+    return Launch<BM, BN, S, C, R>(params, map_a, map_b, map_sa, map_sb, map_d, num_ctas, \
+                                   max_useful_ctas, workspace, workspace_bytes, stream);  \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH

@@ -105,6 +105,12 @@ constexpr int kScaleBoxCols = 4;
 constexpr int kOutBoxCols = 64;
 constexpr int kOutBoxRows = 64;
 
+// Whether tiles `block_n` wide have the epilogue's TMA-store path (KernelParams::d_tma): 128 and
+// 192. The 64-wide tiles (small-M shapes, a tile or two per CTA) are built without it: with the
+// path compiled in, though not taken, 128x64 and 64x64 ran 3-8% slower on an H100
+// (bench/RESULTS.md, session 8).
+constexpr bool TileStoresByTma(int block_n) { return block_n >= 128; }
+
 // Whether this tile and stage count has an instantiation with the TMA scale tiles (16 bytes per
 // row and stage instead of 4), which KernelParams::scale_tma selects: 128x192 only (see
 // TmaScales in gemm_fp8_kernel.cu for the measurements).
@@ -128,15 +134,15 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 // mode in a cluster).
 // `map_sa` and `map_sb` are read only with params.scale_tma set, which needs dense mode, 128x128
 // B scales, clusters of 2 and a tile with GemmFp8TmaScales (cudaErrorInvalidValue otherwise).
-// `map_d` is read only with params.d_tma set, which needs dense mode and bf16 output without
-// accumulate (cudaErrorInvalidValue otherwise): D (rows, N) as boxes of 64 x 64 with 128-byte
-// swizzle (kOutBoxCols x kOutBoxRows).
+// `map_d` is read only with params.d_tma set, which needs dense or M-grouped mode, bf16 output
+// without accumulate and a tile with TileStoresByTma (cudaErrorInvalidValue otherwise): D (rows, N)
+// as boxes of 64 x 64 with 128-byte swizzle (kOutBoxCols x kOutBoxRows).
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
-                                const CUtensorMap& map_sb, const CUtensorMap& map_d,
-                                int block_m, int block_n, int stages,
-                                int cluster, int num_ctas, int max_useful_ctas,
-                                void* workspace, uint64_t workspace_bytes, cudaStream_t stream);
+                                const CUtensorMap& map_sb, const CUtensorMap& map_d, int block_m,
+                                int block_n, int stages, int cluster, int num_ctas,
+                                int max_useful_ctas, void* workspace, uint64_t workspace_bytes,
+                                cudaStream_t stream);
 
 // How many CTAs of this configuration fit on the current device at once (whole clusters); 0 for
 // a configuration not built or on a CUDA error. The cp.async-scale instantiation's; 128x192's

@@ -607,9 +607,10 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // The epilogue's stores: with more tiles than CTAs, a bf16 D written (not accumulated) by NT, NN,
-// TN or M-grouped NT leaves each 64-row slice of a tile through a TMA bulk store from the
-// epilogue buffers (two per warpgroup where shared memory has room, else one), M-grouped slices
-// that cross their group's end excepted; otherwise threads store 16 bytes at a time. Each case
+// TN or M-grouped NT on a 128- or 192-wide tile leaves each 64-row slice of a tile through a TMA
+// bulk store from the epilogue buffers (two per warpgroup where shared memory has room, else
+// one), M-grouped slices that cross their group's end excepted; otherwise threads store 16 bytes
+// at a time. Each case
 // caps the CTAs (GemmConfig::num_ctas) so that every CTA runs several tiles through the same
 // buffers, states the path it takes (GemmFp8StoresByTma on the device tensors) and must match
 // the CPU backend: N not a multiple of 64 (clipped columns), M past the last full tile (clipped
@@ -633,11 +634,13 @@ TEST_P(GemmCudaStorePathTest, TakesItsPathAndMatchesCpuBackendWithinBudget) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
     std::mt19937_64 rng(seed);
-    HostOp op = c.variant == GemmVariant::kMGroupedNT ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
-                                                       : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
+    HostOp op = c.variant == GemmVariant::kMGroupedNT
+                    ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
+                    : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
     GemmConfig config = c.config;
     config.num_ctas = c.num_ctas;
-    const bool tma = c.tma;
+    // The mixes with an f32 output or accumulating keep the 16-byte stores whatever the case.
+    const bool tma = c.tma && op.args.d.dtype == DType::kBF16 && !op.args.accumulate;
     CheckAgainstCpu(op, [config, tma](const GemmArgs& args) {
       EXPECT_EQ(GemmFp8StoresByTma(args, config), tma);
       return WithConfig(config)(args);
@@ -651,19 +654,19 @@ INSTANTIATE_TEST_SUITE_P(
         // 128x192 with TMA scale loads (two buffers): 9 M tiles in clusters of 2, N 1000.
         StorePathCase{"nt_tma_bn192_c2_two_buffers", GemmVariant::kNT, 1100, 1000, 512,
                       Config(128, 192, 4, 3, 2), 8, true},
-        // 192x128 (three warpgroups, two buffers), 128x128 and 128x64 with 8 stages (one),
-        // 64x64 (two).
-        StorePathCase{"nt_bm192_c2", GemmVariant::kNT, 500, 392, 512, Config(192, 128, 4, 3, 2),
-                      4, true},
+        // 192x128 (three warpgroups, two buffers), 128x128 with 5 stages (one) and 4 (two).
+        StorePathCase{"nt_bm192_c2", GemmVariant::kNT, 500, 392, 512, Config(192, 128, 4, 3, 2), 4,
+                      true},
         StorePathCase{"nt_bn128_s5_one_buffer", GemmVariant::kNT, 300, 264, 512,
                       Config(128, 128, 5), 2, true},
-        StorePathCase{"nt_bn64_s8_one_buffer", GemmVariant::kNT, 520, 392, 256,
-                      Config(128, 64, 8), 4, true},
-        StorePathCase{"nt_bm64_bn64", GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8), 2,
-                      true},
+        StorePathCase{"nt_bn128_s4_two_buffers", GemmVariant::kNT, 300, 264, 512,
+                      Config(128, 128, 4), 2, true},
+        // 64-wide tiles are built without the path.
+        StorePathCase{"nt_bn64_s8", GemmVariant::kNT, 520, 392, 256, Config(128, 64, 8), 4, false},
+        StorePathCase{"nt_bm64_bn64", GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8), 2, false},
         // 128x192 unclustered (cp.async scales, one buffer): TN and NN.
-        StorePathCase{"tn_bn192_one_buffer", GemmVariant::kTN, 400, 392, 512,
-                      Config(128, 192, 4), 2, true},
+        StorePathCase{"tn_bn192_one_buffer", GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4),
+                      2, true},
         StorePathCase{"nn_tma_bn192_c2", GemmVariant::kNN, 520, 400, 1024,
                       Config(128, 192, 4, 3, 2), 4, true},
         // M-grouped: groups of 0 to 512 rows, so slices inside a group and across its end.
@@ -675,8 +678,8 @@ INSTANTIATE_TEST_SUITE_P(
         // bytes, not a multiple of 16): 16-byte stores.
         StorePathCase{"nt_one_tile_per_cta", GemmVariant::kNT, 300, 392, 512,
                       Config(128, 192, 4, 8, 2), 0, false},
-        StorePathCase{"nt_unaligned_rows", GemmVariant::kNT, 300, 1001, 512, Config(128, 192, 4),
-                      2, false}),
+        StorePathCase{"nt_unaligned_rows", GemmVariant::kNT, 300, 1001, 512, Config(128, 192, 4), 2,
+                      false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The path rule on its own (no GPU: only shapes, strides and addresses are read).
@@ -718,8 +721,8 @@ TEST(GemmCudaConfigTest, ScalesByTmaWhereConfigAndScaleTensorsAllowIt) {
 TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
   CUtensorMap map{};
   auto launch = [&](const cuda_gemm::KernelParams& p, int block_m, int block_n, int cluster) {
-    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, block_m, block_n, 4,
-                                          cluster, 0, 1, nullptr, 0, nullptr);
+    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, block_m, block_n, 4, cluster,
+                                          0, 1, nullptr, 0, nullptr);
   };
   cuda_gemm::KernelParams p;
   p.scale_tma = 1;
@@ -739,8 +742,8 @@ TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
 TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaStoresOutsideBf16Writes) {
   CUtensorMap map{};
   auto launch = [&](const cuda_gemm::KernelParams& p) {
-    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, 128, 192, 4, 1, 0, 1,
-                                          nullptr, 0, nullptr);
+    return cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, 128, 192, 4, 1, 0, 1, nullptr,
+                                          0, nullptr);
   };
   cuda_gemm::KernelParams p;
   p.d_tma = 1;

@@ -13,10 +13,12 @@
 //     partial by a_scale(row) * b_scale and adds it to the tile's fp32 accumulator
 //     ("promotion": the per-block scale is applied outside the tensor core, whose own FP8
 //     accumulation keeps fewer bits), then frees that block's stage. The epilogue stages the
-//     tile through shared memory and stores whole rows with 16-byte accesses, while the next
-//     tile's first block runs on the tensor core. Tiles wider than 128 columns keep one partial
-//     sum per warpgroup instead, the two warpgroups taking turns (ConsumerLoopSingle), and so
-//     does the 192x128 tile with three consumer warpgroups (512 threads).
+//     tile through shared memory, while the next tile's first block runs on the tensor core,
+//     and writes it out with TMA bulk stores that drain while the warpgroup goes on (bf16 D,
+//     KernelParams::d_tma) or with 16-byte stores of whole rows. Tiles wider than 128 columns
+//     keep one partial sum per warpgroup instead, the two warpgroups taking turns
+//     (ConsumerLoopSingle), and so does the 192x128 tile with three consumer warpgroups (512
+//     threads).
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue. Dense problems whose last wave of tiles is part full may split

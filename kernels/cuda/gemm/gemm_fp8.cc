@@ -107,15 +107,15 @@ bool MakeScaleMap(const Tensor& t, int box_rows, CUtensorMap* map) {
 }
 
 // Whether TMA can write D: bf16 (rows, N) with its base and row stride multiples of 16 bytes.
-// D (rows, N) bf16 as a TMA map for the epilogue's bulk stores: boxes of kOutBoxCols x
-// kOutBoxRows with 128-byte swizzle (the layout of the kernel's epilogue buffers). False when D
-// is not TmaWritableOutput or the driver refuses it; the kernel then stores with 16-byte
-// accesses.
 bool TmaWritableOutput(const Tensor& d) {
   return d.rank == 2 && d.dtype == DType::kBF16 && reinterpret_cast<uintptr_t>(d.data) % 16 == 0 &&
          d.strides[0] * static_cast<int64_t>(sizeof(uint16_t)) % 16 == 0;
 }
 
+// D (rows, N) bf16 as a TMA map for the epilogue's bulk stores: boxes of kOutBoxCols x
+// kOutBoxRows with 128-byte swizzle (the layout of the kernel's epilogue buffers). False when D
+// is not TmaWritableOutput or the driver refuses it; the kernel then stores with 16-byte
+// accesses.
 bool MakeOutputMap(const Tensor& d, CUtensorMap* map) {
   const EncodeTiledFn encode = EncodeTiled();
   if (encode == nullptr || !TmaWritableOutput(d)) return false;
@@ -127,6 +127,17 @@ bool MakeOutputMap(const Tensor& d, CUtensorMap* map) {
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, d.data, dims, strides, box, elem_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The most tiles a launch of an m x n problem runs (M-grouped: each of its `groups` may add a
+// part-filled tile, and in a cluster its partner; K-grouped: one set of tiles per group).
+int64_t MaxTiles(KernelMode mode, int64_t m, int64_t n, int64_t groups, int cluster,
+                 const GemmConfig& config) {
+  const int64_t num_n = CeilDiv(n, config.block_n);
+  int64_t tiles = CeilDiv(m, config.block_m) * num_n;
+  if (mode == KernelMode::kMGrouped) tiles += groups * num_n * cluster;
+  if (mode == KernelMode::kKGrouped) tiles *= groups;
+  return tiles;
 }
 
 absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
@@ -185,12 +196,11 @@ bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config) {
       !CheckGemmConfig(config).ok() || !cuda_gemm::TileStoresByTma(config.block_n)) {
     return false;
   }
-  // Tiles as the launch counts them (M-grouped: each group may add a part-filled tile, and in a
-  // cluster its partner); NN runs as NT with bᵀ, so its columns are b's.
+  // Tiles as the launch counts them; NN runs as NT with bᵀ, so its columns are b's.
   const int64_t n = grouped || args.variant == GemmVariant::kNN ? args.b.shape[1] : args.b.shape[0];
-  const int64_t num_n = CeilDiv(n, config.block_n);
-  int64_t tiles = CeilDiv(args.a.shape[0], config.block_m) * num_n;
-  if (grouped) tiles += args.b.shape[0] * num_n * config.cluster;
+  const int64_t groups = args.group_ends.present() ? args.group_ends.shape[0] : 1;
+  const int64_t tiles = MaxTiles(grouped ? KernelMode::kMGrouped : KernelMode::kDense,
+                                 args.a.shape[0], n, groups, config.cluster, config);
   const int resident = GemmFp8ResidentCtas(config);
   const int64_t ctas = config.num_ctas > 0 ? std::min(config.num_ctas, resident) : resident;
   return tiles > ctas;
@@ -398,13 +408,7 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_b,
                       MakeOperandMap(args.b, "b", config.block_n / cluster));
 
-  const int64_t num_n = CeilDiv(p.n, config.block_n);
-  int64_t tiles = CeilDiv(p.m, config.block_m) * num_n;
-  // M-grouped: each group may add a part-filled tile, and in a cluster its partner.
-  if (p.mode == KernelMode::kMGrouped) {
-    tiles += static_cast<int64_t>(p.num_groups) * num_n * cluster;
-  }
-  if (p.mode == KernelMode::kKGrouped) tiles *= p.num_groups;
+  const int64_t tiles = MaxTiles(p.mode, p.m, p.n, p.num_groups, cluster, config);
   const int max_useful =
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
   // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.

@@ -68,8 +68,9 @@ struct KernelParams {
   // a_scales / b_scales.
   int scale_tma = 0;
   // 1: the consumers store bf16 tiles through map_d (TMA bulk-tensor stores from the epilogue
-  // buffers; dense mode, bf16 output, no accumulate, else the launch fails); 0: 16-byte stores
-  // to `d`.
+  // buffers; dense or M-grouped mode, bf16 output, no accumulate, a tile with TileStoresByTma,
+  // else the launch fails; M-grouped slices that cross their group's end still use `d`); 0:
+  // 16-byte stores to `d`.
   int d_tma = 0;
 };
 

@@ -736,9 +736,9 @@ TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaScalesOutsideDenseClustersOf2) {
   EXPECT_EQ(launch(tn, 128, 192, 2), cudaErrorInvalidValue);
 }
 
-// The same for the epilogue's TMA stores: dense or M-grouped, bf16 output, no accumulate (an f32
-// or accumulating epilogue would read the bf16 buffers wrongly or overwrite D's old values;
-// K-grouped's D has a group dimension the 2D map does not have).
+// The same for the epilogue's TMA stores: dense or M-grouped, bf16 output, no accumulate, a tile
+// 128 or 192 wide (an f32 or accumulating epilogue would read the bf16 buffers wrongly or
+// overwrite D's old values; K-grouped's D has a group dimension the 2D map does not have).
 TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaStoresOutsideBf16Writes) {
   CUtensorMap map{};
   auto launch = [&](const cuda_gemm::KernelParams& p) {
@@ -756,6 +756,10 @@ TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaStoresOutsideBf16Writes) {
   cuda_gemm::KernelParams kg = p;
   kg.mode = cuda_gemm::KernelMode::kKGrouped;
   EXPECT_EQ(launch(kg), cudaErrorInvalidValue);
+  // A 64-wide tile is built without the path.
+  EXPECT_EQ(cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, 128, 64, 8, 1, 0, 1,
+                                           nullptr, 0, nullptr),
+            cudaErrorInvalidValue);
 }
 
 TEST(GemmCudaTest, NnIsSupportedForE4m3fnOnly) {

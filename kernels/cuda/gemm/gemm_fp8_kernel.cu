@@ -418,13 +418,13 @@ __device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, 
 // Each consumer warpgroup writes its 64 x kBlockN fp32 accumulator through 8 KB shared-memory
 // buffers of its own, one 128-byte-wide column slice at a time (64 bf16 or 32 f32 columns). The
 // 16-byte chunks of a buffer row are XOR-swizzled by the row so that the fragment writes are free
-// of bank conflicts. A bf16 slice of a dense problem (KernelParams::d_tma) leaves through a TMA
-// bulk-tensor store that one thread issues, and the warpgroup goes on to its next K block while
-// the store drains: the bf16 chunk swizzle is TMA's 128-byte swizzle. Otherwise the warpgroup
-// reads the slice back row-wise and each warp stores whole 128-byte row segments with 16-byte
-// accesses (the row reads are conflict-free too); those stores held the warpgroup until the
-// memory system took them, which cost about 2 us per tile when a whole wave of CTAs stored at once
-// (bench/RESULTS.md, session 8).
+// of bank conflicts. A bf16 slice of a dense or M-grouped problem (KernelParams::d_tma) leaves
+// through a TMA bulk-tensor store that one thread issues, and the warpgroup goes on to its next K
+// block while the store drains: the bf16 chunk swizzle is TMA's 128-byte swizzle. Otherwise the
+// warpgroup reads the slice back row-wise and each warp stores whole 128-byte row segments with
+// 16-byte accesses (the row reads are conflict-free too); those stores hold the warpgroup until
+// the memory system takes them, which, with a whole wave of CTAs storing at once, was part of a
+// per-tile cost above cuBLASLt's (bench/RESULTS.md, session 8).
 
 constexpr int kEpiRowBytes = 128;
 constexpr int kEpiBytes = 64 * kEpiRowBytes;  // one buffer: a 64-row slice of 128-byte rows
@@ -535,6 +535,9 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
       }
       return;
     }
+    // A slice that keeps the 16-byte stores (M-grouped, across its group's end) writes the first
+    // buffer: no bulk store of an earlier slice may still be reading it.
+    if (p.d_tma) BulkWaitRead<0>(tid == 0);
   }
   if (p.d_f32) {
 #pragma unroll

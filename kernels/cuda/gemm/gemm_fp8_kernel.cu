@@ -483,6 +483,27 @@ __device__ __forceinline__ void StoreVec16(const KernelParams& p, char* d_base, 
   }
 }
 
+// Writes column slice `q` (64 columns) of this thread's fragment of the warpgroup's 64 x kBlockN
+// accumulator to the bf16 buffer at shared address `buf` (rows of 128 bytes, chunks swizzled by
+// EpiSwizzle); `frag_row` is the thread's first fragment row (and frag_row + 8).
+template <int kBlockN>
+__device__ __forceinline__ void WriteBf16Slice(const float (&acc)[kBlockN / 2], int q,
+                                               uint32_t buf, int frag_row, int lane) {
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    const int j = 8 * q + jj;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = frag_row + 8 * h;
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
+      const uint32_t addr =
+          buf + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
+    }
+  }
+}
+
 // Stores this warpgroup's 64 rows of the tile (`acc` in the m64nN fragment layout) to D, rows
 // at or past tile.row_end and columns at or past p.n left alone. `epi` holds the warpgroup's
 // buffers (kEpiBuffers of kEpiBytes for the TMA-store path, 0 for a tile built without it);
@@ -511,20 +532,7 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
         // barrier then holds the warpgroup's writes until thread 0 has seen that.
         BulkWaitRead<kEpiBuffers - 1>(tid == 0);
         NamedBarrierSync(bar_id, 128);
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-          const int j = 8 * q + jj;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = frag_row + 8 * h;
-            const __nv_bfloat162 pair =
-                __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-            const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
-            const uint32_t addr =
-                buf + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
-            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
-          }
-        }
+        WriteBf16Slice<kBlockN>(acc, q, buf, frag_row, lane);
         // Each thread's writes are made visible to the async proxy before the store reads them.
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         NamedBarrierSync(bar_id, 128);
@@ -576,19 +584,7 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
 #pragma unroll
     for (int q = 0; q < kBlockN / 64; ++q) {
       NamedBarrierSync(bar_id, 128);
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * q + jj;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = frag_row + 8 * h;
-          const __nv_bfloat162 pair = __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-          const uint32_t bits = *reinterpret_cast<const uint32_t*>(&pair);
-          const uint32_t addr =
-              buf_addr + r * kEpiRowBytes + (jj ^ EpiSwizzle(r, false)) * 16 + 4 * (lane % 4);
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
-        }
-      }
+      WriteBf16Slice<kBlockN>(acc, q, buf_addr, frag_row, lane);
       NamedBarrierSync(bar_id, 128);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {

@@ -202,6 +202,20 @@ HostTensor TransposedBytes(const HostTensor& src, int64_t stride) {
   return out;
 }
 
+// Fills a builder's tensors in the order every builder draws them (a, its scales, b unless the
+// builder filled it already, b's scales, and d when the mix accumulates) and binds op.args.
+void FillAndBind(HostOp& op, GemmVariant v, const Mix& mix, std::mt19937_64& rng,
+                 bool fill_b = true) {
+  FillFp8(op.tensors[0], mix.a, rng);
+  FillScales(op.tensors[1], mix.scale_magnitude, rng);
+  if (fill_b) FillFp8(op.tensors[2], mix.b, rng);
+  FillScales(op.tensors[3], 0, rng);
+  if (mix.accumulate) FillGaussian(op.tensors[4], rng);
+  op.args.variant = v;
+  op.args.accumulate = mix.accumulate;
+  op.args = Bind(op.args, op.tensors);
+}
+
 // Dense NT/TN: b (n, k). NN: b = W (k, n) with row stride `b_stride` (0: n), drawn as Wᵀ (n, k)
 // so that the outlier pattern puts one outlier in every 128-block of the reduction, as for NT.
 HostOp MakeDense(GemmVariant v, int64_t m, int64_t n, int64_t k, const Mix& mix,
@@ -220,13 +234,7 @@ HostOp MakeDense(GemmVariant v, int64_t m, int64_t n, int64_t k, const Mix& mix,
     op.tensors.push_back(MakeHost(DType::kF32, {v == GemmVariant::kNT ? nb : n, kb}));
   }
   op.tensors.push_back(MakeHost(mix.out, {m, n}));
-  FillFp8(op.tensors[0], mix.a, rng);
-  FillScales(op.tensors[1], mix.scale_magnitude, rng);
-  FillScales(op.tensors[3], 0, rng);
-  if (mix.accumulate) FillGaussian(op.tensors[4], rng);
-  op.args.variant = v;
-  op.args.accumulate = mix.accumulate;
-  op.args = Bind(op.args, op.tensors);
+  FillAndBind(op, v, mix, rng, /*fill_b=*/false);  // b drawn above, before NN transposes it
   return op;
 }
 
@@ -356,14 +364,7 @@ HostOp MakeMGrouped(const std::vector<int64_t>& ends, int64_t n, int64_t k, cons
   op.tensors.push_back(MakeHost(DType::kF32, {experts, (n + 127) / 128, kb}));
   op.tensors.push_back(MakeHost(mix.out, {total, n}));
   op.tensors.push_back(Ends(ends));
-  FillFp8(op.tensors[0], mix.a, rng);
-  FillScales(op.tensors[1], mix.scale_magnitude, rng);
-  FillFp8(op.tensors[2], mix.b, rng);
-  FillScales(op.tensors[3], 0, rng);
-  if (mix.accumulate) FillGaussian(op.tensors[4], rng);
-  op.args.variant = GemmVariant::kMGroupedNT;
-  op.args.accumulate = mix.accumulate;
-  op.args = Bind(op.args, op.tensors);
+  FillAndBind(op, GemmVariant::kMGroupedNT, mix, rng);
   return op;
 }
 
@@ -449,14 +450,7 @@ HostOp MakeKGrouped(const std::vector<int64_t>& ends, int64_t m, int64_t n, cons
   op.tensors.push_back(MakeHost(DType::kF32, {n, tb}));
   op.tensors.push_back(MakeHost(mix.out, {experts, m, n}));
   op.tensors.push_back(Ends(ends));
-  FillFp8(op.tensors[0], mix.a, rng);
-  FillScales(op.tensors[1], mix.scale_magnitude, rng);
-  FillFp8(op.tensors[2], mix.b, rng);
-  FillScales(op.tensors[3], 0, rng);
-  if (mix.accumulate) FillGaussian(op.tensors[4], rng);
-  op.args.variant = GemmVariant::kKGroupedTN;
-  op.args.accumulate = mix.accumulate;
-  op.args = Bind(op.args, op.tensors);
+  FillAndBind(op, GemmVariant::kKGroupedTN, mix, rng);
   return op;
 }
 

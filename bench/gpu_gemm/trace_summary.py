@@ -7,7 +7,10 @@ Per CTA (0, 1) and consumer warpgroup, medians in SM clock cycles over K blocks 
   one-partial tiles (128x192, 192x128: ConsumerLoopSingle): marks 0 head, 1 own wgmmas done,
     2 promoted, 3 next stage full, 6 turn barrier passed (BAR.SYNC is deferred: its wait can
     land after the mark, in "issue"), 4 next block issued, 5 epilogue done; only consumer
-    warpgroups 0 and 1 are recorded;
+    warpgroups 0 and 1 are recorded; a block that ended a tile stored by TMA also has, per
+    64-column slice q, 7 + 3q the buffer read by its last bulk store (thread 0's wait), 8 + 3q
+    the warpgroup met, 9 + 3q slice written, fenced and met again: printed as "epilogue
+    slices" (wait, meet, write per slice, then the rest to mark 5);
   128-column tiles (ConsumerLoop): 0 head, 6 next stage full, 3 next block issued, 1 oldest
     block done, 2 promoted, released and stored (if its tile ended).
 and for the TMA thread (slot 2) and the B-scale warp (slot 3) the wait for a free stage; "tma
@@ -19,13 +22,14 @@ import statistics
 import sys
 
 ITERS = 512
+MARKS = 16  # kTraceMarks
 
 
 def load(path):
     a = array.array('I')
     with open(path, 'rb') as f:
         a.frombytes(f.read())
-    return lambda c, s, i, m: a[((c * 4 + s) * ITERS + i) * 8 + m]
+    return lambda c, s, i, m: a[((c * 4 + s) * ITERS + i) * MARKS + m]
 
 
 def rel(x, y):
@@ -55,6 +59,22 @@ def main():
                           f'mean={int(sum(per) / len(per))} | wait={d(0, 1)} promote={d(1, 2)} '
                           f'release+full={d(2, 3)} turn={d(3, 6)} issue={d(6, 4)} '
                           f'epilogue={d(4, 5)}')
+                    ends = [i for i in range(2, n[wg] - 1) if t(cta, wg, i, 7)]
+                    if ends:
+                        q_n = 3 if any(t(cta, wg, i, 13) for i in ends) else 2
+                        parts = []
+                        prev = 4
+                        for q in range(q_n):
+                            e = lambda a, b: med([rel(t(cta, wg, i, a), t(cta, wg, i, b))
+                                                  for i in ends])
+                            parts.append(f'q{q} wait={e(prev, 7 + 3 * q)} '
+                                         f'meet={e(7 + 3 * q, 8 + 3 * q)} '
+                                         f'write={e(8 + 3 * q, 9 + 3 * q)}')
+                            prev = 9 + 3 * q
+                        tail = med([rel(t(cta, wg, i, prev), t(cta, wg, i, 5)) for i in ends])
+                        total = med([rel(t(cta, wg, i, 4), t(cta, wg, i, 5)) for i in ends])
+                        print(f' cta{cta} wg{wg} epilogue slices ({len(ends)} tile ends, total '
+                              f'{total}): ' + ' | '.join(parts) + f' | rest={tail}')
                 else:
                     print(f' cta{cta} wg{wg} blocks={n[wg]} period med={med(per)} '
                           f'mean={int(sum(per) / len(per))} | full={d(0, 6)} issue={d(6, 3)} '

@@ -243,13 +243,13 @@ struct Tracer {
   int i = 0;
   __device__ Tracer(const KernelParams& p, int slot, bool thread_ok) {
     on = p.trace != nullptr && thread_ok && blockIdx.x < 2;
-    base = p.trace + (on ? (blockIdx.x * 4 + slot) * kTraceIters * 8 : 0);
+    base = p.trace + (on ? (blockIdx.x * 4 + slot) * kTraceIters * kTraceMarks : 0);
   }
   __device__ __forceinline__ void Mark(int j) {
 #ifdef KD_GEMM_TRACE
     const uint32_t v = ClockNow();
     const int ok = on && i < kTraceIters;
-    uint32_t* ptr = base + (ok ? i * 8 + j : 0);
+    uint32_t* ptr = base + (ok ? i * kTraceMarks + j : 0);
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -298,13 +298,43 @@ struct GroupTable {
   int tile_start[kMaxGroups + 1];
 };
 
-__device__ __forceinline__ void Raster(int t, int num_m, int num_n, int band, int& mi, int& ni) {
-  const int per_band = band * num_n;
-  const int first_m = (t / per_band) * band;
-  const int rows = min(band, num_m - first_m);
-  const int r = t % per_band;
-  mi = first_m + r % rows;
-  ni = r / rows;
+// FastDivs by every raster band height, 1..kMaxRasterGroup (GemmConfig's raster_group range).
+constexpr int kMaxRasterGroup = 64;
+struct BandDivs {
+  FastDiv div[kMaxRasterGroup + 1];
+};
+constexpr BandDivs MakeBandDivs() {
+  BandDivs t{};
+  for (int d = 1; d <= kMaxRasterGroup; ++d) t.div[d].Init(d);
+  return t;
+}
+__constant__ BandDivs kBandDivs = MakeBandDivs();
+
+// Work item t's place in the tile order: bands of p.raster_group work-item rows (of `rows_total`),
+// each walked column by column. No `/`: the band through the launcher's FastDiv, the position in
+// it through the launcher's FastDivs by the band height and the last band's (kTable false: dense
+// and K-grouped), or through the table (M-grouped, whose groups end in bands of any height).
+// NOTE: the table is in constant memory, whose first read in a launch misses; the dense path
+// keeps it off the first tile's critical path.
+template <bool kTable>
+__device__ __forceinline__ void Raster(const KernelParams& p, int t, int rows_total, int& mi,
+                                       int& ni) {
+  const int band = p.div_band_items.Div(t);
+  const int first_m = band * p.raster_group;
+  const int r = p.div_band_items.Mod(t, band);
+  const int rows = min(p.raster_group, rows_total - first_m);
+  int q;
+  if constexpr (kTable) {
+    q = kBandDivs.div[rows].Div(r);
+  } else {
+    const bool full = rows == p.raster_group;
+    FastDiv f;
+    f.m = full ? p.div_band.m : p.div_last_band.m;
+    f.s = full ? p.div_band.s : p.div_last_band.s;
+    q = f.Div(r);
+  }
+  mi = first_m + r - q * rows;
+  ni = q;
 }
 
 // Work item t of this CTA. With a cluster of kCluster CTAs (dense and M-grouped modes), a work
@@ -344,16 +374,14 @@ struct Scheduler {
       const int g = lo;
       const int rows = groups.begin[g + 1] - groups.begin[g];
       const int m_tiles = (rows + kBlockM - 1) / kBlockM;
-      Raster(t - groups.tile_start[g], (m_tiles + kCluster - 1) / kCluster, num_n,
-             p.raster_group, mi, ni);
+      Raster<true>(p, t - groups.tile_start[g], (m_tiles + kCluster - 1) / kCluster, mi, ni);
       tile.group = g;
       tile.m0 = groups.begin[g] + (mi * kCluster + rank) * kBlockM;
       tile.row_end = groups.begin[g + 1];
       tile.kb_end = p.k / kBlockK;
     } else if (p.mode == KernelMode::kKGrouped) {
-      const int per_group = num_m * num_n;
-      const int g = t / per_group;
-      Raster(t % per_group, num_m, num_n, p.raster_group, mi, ni);
+      const int g = p.div_group_items.Div(t);
+      Raster<false>(p, p.div_group_items.Mod(t, g), num_m, mi, ni);
       tile.group = g;
       tile.m0 = mi * kBlockM;
       tile.row_end = p.m;
@@ -365,17 +393,21 @@ struct Scheduler {
       // the highest of them.
       int w = t;
       const int blocks = p.k / kBlockK;
+      tile.kb_end = blocks;
       if (t >= p.split_first) {
-        tile.tail_tile = (t - p.split_first) / p.split_k;
-        tile.slice = (t - p.split_first) % p.split_k;
+        // NOTE: `/` here, not a FastDiv by split_k: with one, ptxas spilled 4-8 bytes in the
+        // 192x128 and 128x128 instantiations. Only the last wave's items take this path.
+        const int j = t - p.split_first;
+        tile.tail_tile = j / p.split_k;
+        tile.slice = j - tile.tail_tile * p.split_k;
         tile.slices = p.split_k;
         w = p.split_first + tile.tail_tile;
+        tile.kb_begin = tile.slice * blocks / p.split_k;
+        tile.kb_end = (tile.slice + 1) * blocks / p.split_k;
       }
-      Raster(w, (num_m + kCluster - 1) / kCluster, num_n, p.raster_group, mi, ni);
+      Raster<false>(p, w, (num_m + kCluster - 1) / kCluster, mi, ni);
       tile.m0 = (mi * kCluster + rank) * kBlockM;
       tile.row_end = p.m;
-      tile.kb_begin = tile.slice * blocks / tile.slices;
-      tile.kb_end = (tile.slice + 1) * blocks / tile.slices;
     }
     tile.n0 = ni * kBlockN;
     return tile;
@@ -511,7 +543,7 @@ __device__ __forceinline__ void WriteBf16Slice(const float (&acc)[kBlockN / 2], 
 template <int kBlockN, int kEpiBuffers>
 __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& tile, int consumer,
                                           float (&acc)[kBlockN / 2], EpiState& epi, int tid,
-                                          int bar_id) {
+                                          int bar_id, Tracer& tr) {
   const uint32_t buf_addr = epi.buf;
   char* d_base = static_cast<char*>(p.d);
   if (p.mode == KernelMode::kKGrouped) d_base += tile.group * p.d_group * (p.d_f32 ? 4 : 2);
@@ -531,11 +563,14 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
         // The bulk store that last read this buffer (kEpiBuffers stores ago) is done with it; the
         // barrier then holds the warpgroup's writes until thread 0 has seen that.
         BulkWaitRead<kEpiBuffers - 1>(tid == 0);
+        tr.Mark(7 + 3 * q);
         NamedBarrierSync(bar_id, 128);
+        tr.Mark(8 + 3 * q);
         WriteBf16Slice<kBlockN>(acc, q, buf, frag_row, lane);
         // Each thread's writes are made visible to the async proxy before the store reads them.
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         NamedBarrierSync(bar_id, 128);
+        tr.Mark(9 + 3 * q);
         // Rows past D's end (the last M tile, or a cluster's tile past it) and columns past N are
         // clipped by the tensor map.
         TmaStore2d(epi.map_d, buf, tile.n0 + 64 * q, row0, tid == 0);
@@ -664,7 +699,7 @@ __device__ __forceinline__ void WaitSlices(const unsigned* flag, unsigned count)
 template <int kBlockM, int kBlockN, int kCluster, int kEpiBuffers>
 __device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& tile, int consumer,
                                              float (&acc)[kBlockN / 2], EpiState& epi, int tid,
-                                             int bar_id, uint32_t rank) {
+                                             int bar_id, uint32_t rank, Tracer& tr) {
   constexpr int kAcc = kBlockN / 2;
   constexpr int kSlot = kBlockM * kBlockN;  // floats
   const int slices = Uniform(tile.slices);
@@ -692,7 +727,7 @@ __device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& 
       for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(src + i * 128);
     }
   }
-  StoreTile<kBlockN, kEpiBuffers>(p, tile, consumer, acc, epi, tid, bar_id);
+  StoreTile<kBlockN, kEpiBuffers>(p, tile, consumer, acc, epi, tid, bar_id, tr);
 }
 
 // `v`, as a value the compiler cannot see through: it keeps it in a register rather than
@@ -1019,15 +1054,19 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   int done_tile = first_work - work_stride;
   int done_left = 0;  // blocks of done_tile not yet promoted
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
+  // One scheduler lookup per tile (each is three divisions; bench/RESULTS.md, session 9).
   auto next_done_tile = [&]() {
+    Tile tile;
     do {
       done_tile += work_stride;
-      done_left = done_tile < total ? blocks_of(done_tile) : 0;
+      done_left = 0;
+      if (done_tile < total) {
+        tile = sched.Get(done_tile);
+        done_left = Uniform(tile.kb_end - tile.kb_begin);
+      }
     } while (done_tile < total && done_left == 0);
     if constexpr (kRow > 1) {
-      if (done_tile < total) {
-        done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
-      }
+      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
     }
   };
   next_done_tile();
@@ -1042,8 +1081,8 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     if (++done_stage == kStages) done_stage = 0;
     if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(done_tile), consumer,
-                                                               acc, epi, tid, 1 + consumer, rank);
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(
+          p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer, rank, tr);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1265,18 +1304,22 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   int done_left = 0;
   bool mid_first = true;  // the done tile starts at a B scale block boundary (wide tiles)
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
+  // One scheduler lookup per tile (as in ConsumerLoop).
   auto next_done_tile = [&]() {
+    Tile tile;
     do {
       done_tile += work_stride;
-      done_left = done_tile < total ? blocks_of(done_tile) : 0;
+      done_left = 0;
+      if (done_tile < total) {
+        tile = sched.Get(done_tile);
+        done_left = Uniform(tile.kb_end - tile.kb_begin);
+      }
     } while (done_tile < total && done_left == 0);
     if constexpr (kWide) {
-      if (done_tile < total) mid_first = Uniform(sched.Get(done_tile).n0 % 128) == 0;
+      if (done_tile < total) mid_first = Uniform(tile.n0 % 128) == 0;
     }
     if constexpr (kRow > 1) {
-      if (done_tile < total) {
-        done_col = 4 * ScaleColumn<kRow>(Uniform(sched.Get(done_tile).kb_begin));
-      }
+      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
     }
   };
   next_done_tile();
@@ -1307,8 +1350,8 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     if (more) issue(part);
     tr.Mark(4);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(done_tile), consumer,
-                                                               acc, epi, tid, 1 + consumer, rank);
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(
+          p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer, rank, tr);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1630,6 +1673,21 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
   return cudaMemsetAsync(p.split_flags, 0, flags * sizeof(unsigned), stream);
 }
 
+// Sets params' scheduler divisors (KernelParams::div_*) for this tile and cluster: Scheduler
+// divides by them at every tile boundary, on the consumers' path between the last K block's
+// promotion and the next tile's store.
+template <int kBlockM, int kBlockN, int kCluster>
+void SetScheduleDivisors(KernelParams& p) {
+  const int num_n = std::max(1, (p.n + kBlockN - 1) / kBlockN);
+  const int num_m = std::max(1, (p.m + kBlockM - 1) / kBlockM);
+  // Work-item rows (dense, K-grouped): clusters of M tiles, M tiles.
+  const int rows = p.mode == KernelMode::kKGrouped ? num_m : (num_m + kCluster - 1) / kCluster;
+  p.div_band_items.Init(p.raster_group * num_n);
+  p.div_band.Init(p.raster_group);
+  p.div_last_band.Init(rows % p.raster_group == 0 ? p.raster_group : rows % p.raster_group);
+  p.div_group_items.Init(num_m * num_n);
+}
+
 uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
@@ -1640,6 +1698,9 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   cudaError_t err = cudaSuccess;
   const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(err);
   if (err != cudaSuccess) return err;
+  if (params.raster_group < 1 || params.raster_group > kMaxRasterGroup) {
+    return cudaErrorInvalidValue;  // the band table's range (GemmConfig validates it first)
+  }
   KernelParams p = params;
   p.trace = g_trace;
   if (num_ctas <= 0) {
@@ -1656,6 +1717,7 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
     if (err != cudaSuccess) return err;
   }
   num_ctas = std::max(kCluster, num_ctas / kCluster * kCluster);
+  SetScheduleDivisors<kBlockM, kBlockN, kCluster>(p);
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(num_ctas, &cluster, stream);

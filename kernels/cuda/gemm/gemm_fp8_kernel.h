@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/gemm/fast_div.h"
+
 namespace kd {
 namespace cuda_gemm {
 
@@ -60,6 +62,14 @@ struct KernelParams {
   int split_k = 1;
   float* split_partials = nullptr;
   unsigned* split_flags = nullptr;
+  // The tile scheduler's divisors (set by LaunchGemmFp8Kernel, not by the caller): work items
+  // per raster band (raster_group x N tiles), a K-grouped group's work items (M x N tiles), a
+  // band's height (raster_group) and the last band's (dense, K-grouped; M-grouped divides by a
+  // group's last band through a table in the kernel).
+  FastDiv div_band_items;
+  FastDiv div_group_items;
+  FastDiv div_band;
+  FastDiv div_last_band;
   // Clock trace (builds with KD_GEMM_TRACE only; see SetGemmFp8Trace): kTraceWords u32.
   uint32_t* trace = nullptr;
   // 1: the TMA thread loads each K block's scales through map_sa / map_sb on the stage's full
@@ -76,14 +86,18 @@ struct KernelParams {
 
 // Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
 // KD_GEMM_TRACE), CTAs 0 and 1 record %clock at marks of the wide-tile (128x192) consumer loop
-// and the producer, per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..7];
+// and the producer, per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..15];
 // slots 0 and 1 are the consumer warpgroups (marks: 0 loop head, 1 own wgmmas done, 2
 // promoted, 3 next stage full, 6 turn barrier passed (deferred: its wait may land after the
-// mark), 4 next block issued, 5 epilogue done), 2 the TMA thread and 3 the B-scale warp's lane
+// mark), 4 next block issued, 5 epilogue done; in a block that ends a tile stored by TMA, per
+// 64-column slice q: 7 + 3q the buffer's last bulk store has read it, 8 + 3q the warpgroup met
+// before writing it, 9 + 3q written and fenced, the warpgroup met), 2 the TMA thread and 3 the
+// B-scale warp's lane
 // 0 (0 before and 1 after the wait for a free stage). Other builds record nothing: the marks
 // compile to nothing. bench/gpu_gemm/trace_summary.py reads the buffer.
 constexpr int kTraceIters = 512;
-constexpr int kTraceWords = 2 * 4 * kTraceIters * 8;
+constexpr int kTraceMarks = 16;
+constexpr int kTraceWords = 2 * 4 * kTraceIters * kTraceMarks;
 
 // The device buffer (kTraceWords u32, zeroed by the caller) that the next launches trace into;
 // null for none. Host state, not thread safe: for the benchmark's own launches.

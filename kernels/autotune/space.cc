@@ -71,6 +71,9 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
+// 10: the tile scheduler divides by launch constants through multiply-high FastDivs, not `/`
+// (a tile boundary's bookkeeping fell by ~1000-1300 cycles), which changed every config's timing
+// by 0-9%, most where tiles are short in K.
 // 9: bf16 outputs of the 128- and 192-wide tiles leave through TMA bulk stores in launches of
 // more tiles than CTAs (GemmFp8StoresByTma), which changed those configs' timings by 0-3%.
 // 8: dense NT in clusters of 2 loads the 128x192 tile's scales by TMA (its own instantiation),
@@ -83,11 +86,11 @@ ConfigSpace CpuGemmSpace() {
 // heuristic's choice for NT with K <= 7168; the one-partial loop shared by 128x192 and 192x128.
 // 5: the split tail (the last wave's tiles split along K when it would leave half of the CTAs
 // idle; the CUDA backend's launches pass the scratch it needs): every dense config's time
-// changes where it applies. 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing; clusters of 2 too), in the
-// space and the heuristic; 3: double-buffered partial sums, staged epilogue, 64x64 tiles;
-// 2: the kernel's own config format (GemmConfigToString); 1 had a format of its own. Timings of
-// an older version are stale.
-constexpr int32_t kSm90GemmVersion = 9;
+// changes where it applies. 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing;
+// clusters of 2 too), in the space and the heuristic; 3: double-buffered partial sums, staged
+// epilogue, 64x64 tiles; 2: the kernel's own config format (GemmConfigToString); 1 had a format of
+// its own. Timings of an older version are stale.
+constexpr int32_t kSm90GemmVersion = 10;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

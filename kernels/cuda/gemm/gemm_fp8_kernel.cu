@@ -1055,6 +1055,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   int done_left = 0;  // blocks of done_tile not yet promoted
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
   // One scheduler lookup per tile (each is three divisions; bench/RESULTS.md, session 9).
+  Tile done_info;  // done_tile's Tile, for its epilogue (found once per tile)
   auto next_done_tile = [&]() {
     Tile tile;
     do {
@@ -1065,6 +1066,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
         done_left = Uniform(tile.kb_end - tile.kb_begin);
       }
     } while (done_tile < total && done_left == 0);
+    done_info = tile;
     if constexpr (kRow > 1) {
       if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
     }
@@ -1081,8 +1083,8 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
     if (++done_stage == kStages) done_stage = 0;
     if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
     if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(
-          p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer, rank, tr);
+      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, done_info, consumer, acc, epi,
+                                                                 tid, 1 + consumer, rank, tr);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       next_done_tile();
@@ -1305,6 +1307,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   bool mid_first = true;  // the done tile starts at a B scale block boundary (wide tiles)
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
   // One scheduler lookup per tile (as in ConsumerLoop).
+  // NOTE: the epilogue looks its tile up again rather than keeping the Tile across the tile's
+  // blocks as ConsumerLoop does: kept, the 192x128 consumers (128 registers) spilled 24 bytes,
+  // and 128x192 lost 0.6-1.2% on the large NT shapes and 2.4% on TN (bench/RESULTS.md, session 9).
   auto next_done_tile = [&]() {
     Tile tile;
     do {

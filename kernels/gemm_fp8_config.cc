@@ -52,8 +52,8 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
                    " (128x128: 4..6, 5..6 in clusters of 2; 128x192 and 192x128: 4; 128x64: 6 or 8,"
                    " 8 in clusters of 2; 64x64: 8)");
   }
-  if (c.raster_group < 1 || c.raster_group > 64) {
-    return Invalid("config.raster_group=", c.raster_group, " must be in 1..64");
+  if (c.raster_group < 1 || c.raster_group > kMaxGemmRasterGroup) {
+    return Invalid("config.raster_group=", c.raster_group, " must be in 1..", kMaxGemmRasterGroup);
   }
   if (c.num_ctas < 0 || c.num_ctas > 65535) {
     return Invalid("config.num_ctas=", c.num_ctas, " must be in 0..65535");

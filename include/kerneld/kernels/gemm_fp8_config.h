@@ -20,6 +20,10 @@ namespace kd {
 // 2), 128x192 and 192x128 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in
 // clusters of 2) and 64x64 tiles with 8 stages (no cluster); each consumer warpgroup owns 64
 // rows.
+// GemmConfig::raster_group's range: the kernel divides by every band height up to it through a
+// table of that size (kernels/cuda/gemm/gemm_fp8_kernel.h, kMaxRasterGroup).
+constexpr int kMaxGemmRasterGroup = 64;
+
 struct GemmConfig {
   int block_m = 128;     // tile rows: 64, 128 or 192 (192: block_n 128 only)
   int block_n = 128;     // tile columns: 64, 128 or 192
@@ -27,7 +31,7 @@ struct GemmConfig {
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
                          // B tile once (TMA multicast). NT, TN, NN and M-grouped (two tiles
                          // of one group); K-grouped runs 1.
-  int raster_group = 8;  // M tiles per band of the persistent tile order, 1..64
+  int raster_group = 8;  // M tiles per band of the persistent tile order, 1..kMaxGemmRasterGroup
   int num_ctas = 0;      // persistent CTAs; 0 = as many as fit at once (one per SM)
 
   bool operator==(const GemmConfig& o) const {

@@ -16,6 +16,10 @@
 #include "kernels/cuda/gemm/transpose_fp8.h"
 
 namespace kd {
+
+static_assert(cuda_gemm::kMaxRasterGroup == kMaxGemmRasterGroup,
+              "the kernel's band table covers every raster_group CheckGemmConfig accepts");
+
 namespace {
 
 using cuda_gemm::KernelMode;

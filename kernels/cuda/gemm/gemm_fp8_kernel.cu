@@ -298,8 +298,7 @@ struct GroupTable {
   int tile_start[kMaxGroups + 1];
 };
 
-// FastDivs by every raster band height, 1..kMaxRasterGroup (GemmConfig's raster_group range).
-constexpr int kMaxRasterGroup = 64;
+// FastDivs by every raster band height, 1..kMaxRasterGroup.
 struct BandDivs {
   FastDiv div[kMaxRasterGroup + 1];
 };

@@ -15,6 +15,9 @@ namespace cuda_gemm {
 
 constexpr int kBlockK = 128;  // one scale block per pipeline stage
 constexpr int kMaxGroups = 1024;
+// The largest raster_group the kernel divides by (its band table's size); GemmConfig's range,
+// kMaxGemmRasterGroup (gemm_fp8.cc checks that they agree).
+constexpr int kMaxRasterGroup = 64;
 
 // How the kernel walks the problem.
 enum class KernelMode : int {

@@ -113,7 +113,7 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
 }
 
 // K (reduction) up to which NT problems that get wide tiles take the 192x128 tile.
-constexpr int64_t kShortK = 2048;
+constexpr int64_t kShortK = 1536;
 
 // Mean rows per M group from which M-grouped NT pairs its 128x192 tiles in clusters of 2.
 constexpr int64_t kClusterGroupRows = 4096;
@@ -172,9 +172,12 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     // 0.8% at 4096x24576x1536 (K 2048 and 1536), and by 0.4-0.8% at 16384x8192x5120 (K 5120),
     // while 128x192 led by 2.6-4.7% at 4096^3 and 1.0-1.7% at 4096x2112x7168 (K 4096, 7168) and
     // by 4-14% with longer K (8192^3, 4096x7168x16384; session 5). Under a sustained load at the
-    // power cap (gpu_gemm_bench --power) the order was the same. The cut is at K 2048; the
+    // power cap (gpu_gemm_bench --power) the order was the same. The cut was at K 2048; the
     // 5120 case, within 1% either way, goes to 128x192. Before the TMA scale loads, 192x128
-    // also led at K 4096-7168, hence the earlier cut at 7168.
+    // also led at K 4096-7168, hence the earlier cut at 7168. Session 9's scheduler change took
+    // more off 128x192's tile boundary than off 192x128's, and in session 10 (two processes,
+    // candidates in one loop) 128x192 c2 led by 3.1% at 8192x7168x2048 in both, while
+    // 4096x24576x1536 was a tie (-0.9% and +1.8%): the cut is now at K 1536.
     if (nt && groups == 1 && k <= kShortK && (rows + 191) / 192 >= 2) {
       c.block_m = 192;
       c.block_n = 128;

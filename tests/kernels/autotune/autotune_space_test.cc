@@ -138,14 +138,15 @@ TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 8192, v)),
             GemmConfigToString(HeuristicGemmConfig(4096, 7168, 8192, 1, 132, true, 0)));
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 8192, v)), "bm128.bn192.s4.c2.r8.p0");
-  // With K up to 2048, NT takes 192x128 tiles in clusters of 2 instead, whatever the waves.
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)),
-            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 2048, 1, 132, true, 0)));
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm192.bn128.s4.c2.r8.p0");
+  // With K up to 1536, NT takes 192x128 tiles in clusters of 2 instead, whatever the waves.
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 1536, v)),
+            GemmConfigToString(HeuristicGemmConfig(4096, 7168, 1536, 1, 132, true, 0)));
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 1536, v)), "bm192.bn128.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 1024, v)), "bm192.bn128.s4.c2.r8.p0");
   // Above it 128x192, also in clusters of 2 (which load its scales by TMA) with few waves
   // (4096x2112: 3 waves of 66 pairs; 4096^3: 6).
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2176, v)), "bm128.bn192.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 2048, v)), "bm128.bn192.s4.c2.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 7168, 1664, v)), "bm128.bn192.s4.c2.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 7168, v)), "bm128.bn192.s4.c2.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 4096, 4096, v)), "bm128.bn192.s4.c2.r8.p0");
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 4096, 2112, 8192, v)), "bm128.bn192.s4.c2.r8.p0");

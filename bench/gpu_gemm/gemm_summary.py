@@ -4,8 +4,15 @@ the geometric mean of the ratio over the nine dense NT shapes of issue #5 (the f
 bench/RESULTS.md quotes). For a --power run it also prints the sustained figures (means over the
 soak rounds) and their geometric mean.
 
+A --candidates run's candidates are listed under their case with their TFLOP/s and their speed
+over the default timed in the same loop ("vs_default").
+
 Usage: gemm_summary.py [--peer NAME=TFLOPS ...] FILE.json...
+       gemm_summary.py --ab OLD NEW FILE.json...
   --peer replaces cuBLASLt's TFLOP/s for case NAME (an outlier peer; say so where you quote it).
+  --ab compares builds timed in alternating processes: per case, our TFLOP/s in each file whose
+       name contains OLD, then in each whose name contains NEW, and the ratio of NEW's sum to
+       OLD's (e.g. --ab _main _new run/all_*.json).
 Pure Python (no numpy).
 """
 import json
@@ -41,21 +48,51 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float('nan')
 
 
+def compare(old, new, files):
+    """Our TFLOP/s per case in the OLD files and the NEW files, and sum(NEW) / sum(OLD)."""
+    import os
+    sides = {old: [f for f in files if old in os.path.basename(f)],
+             new: [f for f in files if new in os.path.basename(f)]}
+    tflops = {}  # case -> side -> [TFLOP/s per file]
+    order = []
+    for side, paths in sides.items():
+        for path in paths:
+            for r in results(path):
+                if r['name'] not in tflops:
+                    tflops[r['name']] = {old: [], new: []}
+                    order.append(r['name'])
+                tflops[r['name']][side].append(r['ours_tflops'])
+    print(f"{'case':32} {old} ({len(sides[old])} files) | {new} ({len(sides[new])}) | "
+          f"{new} / {old}")
+    for name in order:
+        a, b = tflops[name][old], tflops[name][new]
+        ratio = f'{sum(b) / sum(a) * len(a) / len(b):.3f}' if a and b else '-'
+        print(f"{name:32} {' '.join(f'{x:.0f}' for x in a)} | {' '.join(f'{x:.0f}' for x in b)}"
+              f" | {ratio}")
+    return 0
+
+
 def main(argv):
     peers = {}
     files = []
+    ab = None
     i = 0
     while i < len(argv):
         if argv[i] == '--peer':
             name, tflops = argv[i + 1].split('=')
             peers[name] = float(tflops)
             i += 2
+        elif argv[i] == '--ab':
+            ab = (argv[i + 1], argv[i + 2])
+            i += 3
         else:
             files.append(argv[i])
             i += 1
     if not files:
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    if ab:
+        return compare(ab[0], ab[1], files)
     for path in files:
         rs = results(path)
         print('==', path)
@@ -76,6 +113,9 @@ def main(argv):
                       f"W {mean('ours', 'watts'):.0f}/{mean('cublaslt', 'watts'):.0f} "
                       f"GFLOP/J {mean('ours', 'gflop_per_joule'):.0f}/"
                       f"{mean('cublaslt', 'gflop_per_joule'):.0f}")
+            for c in r.get('candidates') or []:
+                print(f"{'':32} candidate {c['config']:26} {c['tflops']:7.0f} "
+                      f"vs default {c['vs_default']:.3f}")
         nt = [ratios[n] for n in DENSE_NT if n in ratios]
         if nt:
             print(f'geomean over {len(nt)} of the nine dense NT shapes: {geomean(nt):.4f} '

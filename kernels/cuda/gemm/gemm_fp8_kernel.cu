@@ -16,9 +16,9 @@
 //     tile through shared memory, while the next tile's first block runs on the tensor core,
 //     and writes it out with TMA bulk stores that drain while the warpgroup goes on (bf16 D,
 //     KernelParams::d_tma) or with 16-byte stores of whole rows. Tiles wider than 128 columns
-//     keep one partial sum per warpgroup instead, the two warpgroups taking turns
-//     (ConsumerLoopSingle), and so does the 192x128 tile with three consumer warpgroups (512
-//     threads).
+//     keep one partial sum per warpgroup instead, and so does the 192x128 tile with three
+//     consumer warpgroups (512 threads): in the TMA-scale instantiation the warpgroups take
+//     turns at issuing (ConsumerLoopSingle), in the others they run free (ConsumerLoopSimple).
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue. Dense problems whose last wave of tiles is part full may split
@@ -803,8 +803,10 @@ __device__ __forceinline__ float2 LoadSharedF32x2(uint32_t addr) {
 // for the block's wgmmas so that the promotion does not wait on shared-memory latency. NT: the
 // products a_scale(row) * b_scale; per-row B scales: the A scales alone (the column scales are
 // read during the promotion: holding them all would spill).
+constexpr int kColScalesEarly = 4;  // per-row B: column scale pairs read before the wait
 struct BlockScales {
   float s0, s1;
+  float2 col[kColScalesEarly];  // per-row B only
 };
 
 // Scale tiles hold one row per tile row (or B scale block) of kRow floats, the first used:
@@ -818,6 +820,13 @@ __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
     const float b = LoadSharedF32(sb);
     sc.s0 *= b;
     sc.s1 *= b;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kColScalesEarly; ++j) {
+      sc.col[j] = LoadSharedF32x2(sb + 8 * j * 4);
+      FenceOperand(sc.col[j].x);
+      FenceOperand(sc.col[j].y);
+    }
   }
   // Finished here, before the caller's wgmma wait: ptxas otherwise moved the loads' use and the
   // products after the wait, onto the chain from the wait to the next issue.
@@ -836,7 +845,7 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
   if constexpr (kPerRowB) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
-      const float2 b = LoadSharedF32x2(sb + 8 * j * 4);
+      const float2 b = j < kColScalesEarly ? sc.col[j] : LoadSharedF32x2(sb + 8 * j * 4);
       acc[4 * j + 0] += part[4 * j + 0] * (sc.s0 * b.x);
       acc[4 * j + 1] += part[4 * j + 1] * (sc.s0 * b.y);
       acc[4 * j + 2] += part[4 * j + 2] * (sc.s1 * b.x);
@@ -1368,6 +1377,86 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
 }
 
+// The one-partial tiles' loop without turns and without issuing ahead: per K block the warpgroup
+// waits for the stage, issues the four k32 steps, reads the block's scales while they run, waits
+// for them, frees the stage and promotes; the tile's epilogue follows its last block. The
+// warpgroups run free, so the tensor core takes their blocks in whatever order they come. This
+// is the order of DeepGEMM's SM90 kernel (which measured 1.12x cuBLASLt over the nine benchmark
+// shapes on the same H100: bench/RESULTS.md, session 11).
+// NOTE: on an H100 (session 11, runs 6-7, alternating processes against ConsumerLoopSingle) it
+// was 5.3% faster for TN (128x192, per-row B scales), 1.7-2.8% for M-grouped NT (128x192 c2,
+// cp.async scales), even with 192x128 c2 (4096x24576x1536, +0.4%), but 0.7-5.2% slower for the
+// TMA-scale 128x192 instantiation (dense NT: 4096^3 -3.6%, 4096x2112x7168 -5.2%), which keeps
+// ConsumerLoopSingle. Keeping the Tile across the blocks instead of looking it up again gave
+// 192x128 c2 +3.6% but spilled 16 bytes there.
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
+__device__ __forceinline__ void ConsumerLoopSimple(
+    const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
+    int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
+  using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
+  constexpr int kAcc = kBlockN / 2;
+  constexpr int kConsumers = kBlockM / 64;
+  constexpr int kWide = kBlockN > 128;
+  static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
+  const int consumer = Uniform(threadIdx.x / 128) - 1;
+  const int tid = threadIdx.x % 128;
+  constexpr bool kPin = kConsumers == 2;
+  auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
+  const int lane = static_cast<int>(pin(tid % 32));
+  const uint32_t base = SmemAddr(smem);
+  const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
+  constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
+  const uint32_t sa_base =
+      Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
+  EpiState epi;
+  epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
+  epi.map_d = map_d;
+  const int total = Uniform(sched.total);
+  Tracer tr(p, consumer, tid == 0 && consumer < 2);
+  int stage = 0;
+  uint32_t phase = 0;
+  float acc[kAcc];
+  float part[kAcc];
+  for (int t = first_work; t < total; t += work_stride) {
+    const Tile tile = sched.Get(t);
+    const int blocks = Uniform(tile.kb_end - tile.kb_begin);
+    if (blocks == 0) {
+      if (!p.accumulate) StoreZeroTile<kBlockN>(p, tile, consumer, tid);
+      continue;
+    }
+    bool mid_first = true;
+    if constexpr (kWide) mid_first = Uniform(tile.n0 % 128) == 0;
+    uint32_t col = 0;
+    if constexpr (kRow > 1) col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    for (int b = 0; b < blocks; ++b) {
+      const uint32_t sa = sa_base + stage * L::kScaleABytes + col;
+      const uint32_t sb = sb_base + stage * L::kScaleBBytes + col;
+      BarrierWait(base + L::kFull + 8 * stage, phase);
+      IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
+                          base + L::kB + stage * L::kTileBBytes);
+      if constexpr (kPerRowB || !kWide) {
+        const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
+        WgmmaWait<0>();
+        Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
+      } else {
+        const WideScales sc = LoadWideScales<kRow>(sa, sb);
+        WgmmaWait<0>();
+        ReleaseStage<kCluster>(base + L::kEmpty + 8 * stage, rank);
+        PromoteWide<kBlockN>(acc, part, sc, mid_first);
+      }
+      if constexpr (kPerRowB || !kWide) ReleaseStage<kCluster>(base + L::kEmpty + 8 * stage, rank);
+      Advance<kStages>(stage, phase);
+      if constexpr (kRow > 1) col = (col + 4) % (4 * kRow);
+    }
+    // The tile is looked up again rather than kept across its blocks (see ConsumerLoopSingle).
+    CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(t), consumer, acc, epi,
+                                                               tid, 1 + consumer, rank, tr);
+  }
+}
+
 // ---- The kernel -----------------------------------------------------------------------------
 
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
@@ -1550,12 +1639,15 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     // NOTE: one loop per B scale layout: with the layout as a run-time branch inside the
     // promotion, ptxas spilled about 1 KB of the accumulators.
     // The TMA-scale instantiation never runs with per-row B scales (LaunchGemmFp8Kernel).
-    if constexpr (kBlockN > 128 || kBlockM > 128) {
-      if (!scale_tma && p.b_scale_per_row) {
-        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, !scale_tma>(
+    if constexpr (scale_tma) {
+      ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
+          p, sched, first_work, work_stride, smem, rank, &map_d);
+    } else if constexpr (kBlockN > 128 || kBlockM > 128) {
+      if (p.b_scale_per_row) {
+        ConsumerLoopSimple<kBlockM, kBlockN, kStages, kCluster, kRowFloats, true>(
             p, sched, first_work, work_stride, smem, rank, &map_d);
       } else {
-        ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
+        ConsumerLoopSimple<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
             p, sched, first_work, work_stride, smem, rank, &map_d);
       }
     } else if (!scale_tma && p.b_scale_per_row) {

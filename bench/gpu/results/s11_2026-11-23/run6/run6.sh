@@ -1,0 +1,21 @@
+#!/bin/bash
+# session 11 run 6: the wide tiles (128x192, 192x128) on a loop without turns or issue-ahead (branch simple,
+# DeepGEMM-like: wait stage, issue, wait wgmmas, release, promote) against main d88efd0.
+# kernels_gemm_cuda_test of simple, then gpu_gemm_bench --samples=5: main, simple, simple, main.
+B=/tmp/b13; rm -rf $B; mkdir -p $B && tar -C $B --strip-components=1 -xJf .carry-s11/b3.tar.xz
+export LD_LIBRARY_PATH=$B/lib
+R=$OUT/r6; mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $R/env.txt 2>&1
+date -u >> $R/env.txt; sha256sum $B/bin/* >> $R/env.txt
+timeout 150 $B/bin/kernels_gemm_cuda_test_simple > $R/test_simple.log 2>&1; echo "test_simple rc=$?" | tee -a $R/rc.txt
+tail -1 $R/test_simple.log; grep -E "FAILED|Failure" $R/test_simple.log | head -10
+i=0
+for b in main simple simple main; do
+  i=$((i+1))
+  bin=$B/bin/gpu_gemm_bench; [ $b = main ] || bin=${bin}_$b
+  timeout 110 $bin --samples=5 > $R/all_${i}_$b.json 2> $R/tn_${i}_$b.err
+  echo "all $i $b rc=$?" | tee -a $R/rc.txt
+done
+date -u >> $R/env.txt
+python3 bench/gpu_gemm/gemm_summary.py --ab _main _simple $R/all_*.json > $R/ab.txt 2>&1; cat $R/ab.txt
+tar -C $OUT -czf $OUT/r6.tgz r6 && rm -rf $R

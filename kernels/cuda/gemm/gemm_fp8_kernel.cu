@@ -1233,6 +1233,35 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
   }
 }
 
+// A one-partial loop's per-thread frame (ConsumerLoopSingle, ConsumerLoopSimple): this
+// warpgroup's consumer index, its thread's shared-memory addresses of the A tile and of its rows'
+// and columns' scales, and its epilogue buffer.
+template <int kBlockM, int kBlockN, int kStages, int kRowFloats, bool kPerRowB>
+struct OnePartialFrame {
+  using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
+  // Per-row B scales (TN, K-grouped) are always copied with cp.async, in rows of one float.
+  static constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
+  int consumer, tid;
+  uint32_t base, a_base, sa_base, sb_base;
+  EpiState epi;
+  __device__ __forceinline__ OnePartialFrame(uint8_t* smem, const CUtensorMap* map_d) {
+    consumer = Uniform(threadIdx.x / 128) - 1;
+    tid = threadIdx.x % 128;
+    // NOTE: the lane and B scale address are pinned in registers (Opaque) for the 128-row tile
+    // only: the 192-row tile's consumers (152 registers) spilled ~190 bytes with all three
+    // pinned.
+    constexpr bool kPin = kBlockM / 64 == 2;
+    auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
+    const int lane = static_cast<int>(pin(tid % 32));
+    base = SmemAddr(smem);
+    a_base = base + L::kA + consumer * 64 * kBlockK;
+    sa_base = Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+    sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
+    epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
+    epi.map_d = map_d;
+  }
+};
+
 // The consumer loop with one partial per warpgroup (wide tiles, 192-row tiles). As
 // ConsumerLoop, the warpgroup walks the K blocks of all its tiles as one sequence; the next block
 // is issued into the partial as soon as the last one is promoted, before the epilogue of a
@@ -1251,23 +1280,12 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   constexpr int kTurnBarrier = 1 + kConsumers;  // 1..kConsumers are the epilogue's
   constexpr int kWide = kBlockN > 128;          // columns span two 128-column B scale blocks
   static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
-  const int consumer = Uniform(threadIdx.x / 128) - 1;
-  const int tid = threadIdx.x % 128;
-  // NOTE: the lane and B scale address are pinned in registers (Opaque) for the 128-row tile
-  // only: the 192-row tile's consumers (152 registers) spilled ~190 bytes with all three pinned.
-  constexpr bool kPin = kConsumers == 2;
-  auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
-  const int lane = static_cast<int>(pin(tid % 32));
-  const uint32_t base = SmemAddr(smem);
-  const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
-  // Per-row B scales (TN, K-grouped) are always copied with cp.async, in rows of one float.
-  constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
-  const uint32_t sa_base =
-      Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
-  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
-  EpiState epi;
-  epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
-  epi.map_d = map_d;
+  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, kPerRowB>;
+  constexpr int kRow = F::kRow;
+  const F f(smem, map_d);
+  const int consumer = f.consumer, tid = f.tid;
+  const uint32_t base = f.base, a_base = f.a_base, sa_base = f.sa_base, sb_base = f.sb_base;
+  EpiState epi = f.epi;
   const int total = Uniform(sched.total);
   auto blocks_of = [&](int t) {
     const Tile tile = sched.Get(t);
@@ -1395,23 +1413,14 @@ __device__ __forceinline__ void ConsumerLoopSimple(
     int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   constexpr int kAcc = kBlockN / 2;
-  constexpr int kConsumers = kBlockM / 64;
   constexpr int kWide = kBlockN > 128;
   static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
-  const int consumer = Uniform(threadIdx.x / 128) - 1;
-  const int tid = threadIdx.x % 128;
-  constexpr bool kPin = kConsumers == 2;
-  auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
-  const int lane = static_cast<int>(pin(tid % 32));
-  const uint32_t base = SmemAddr(smem);
-  const uint32_t a_base = base + L::kA + consumer * 64 * kBlockK;
-  constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
-  const uint32_t sa_base =
-      Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
-  const uint32_t sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
-  EpiState epi;
-  epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
-  epi.map_d = map_d;
+  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, kPerRowB>;
+  constexpr int kRow = F::kRow;
+  const F f(smem, map_d);
+  const int consumer = f.consumer, tid = f.tid;
+  const uint32_t base = f.base, a_base = f.a_base, sa_base = f.sa_base, sb_base = f.sb_base;
+  EpiState epi = f.epi;
   const int total = Uniform(sched.total);
   Tracer tr(p, consumer, tid == 0 && consumer < 2);
   int stage = 0;

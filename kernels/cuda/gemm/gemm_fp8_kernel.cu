@@ -801,8 +801,10 @@ __device__ __forceinline__ float2 LoadSharedF32x2(uint32_t addr) {
 
 // The scales of one K block for this thread's two rows, read from the stage before the wait
 // for the block's wgmmas so that the promotion does not wait on shared-memory latency. NT: the
-// products a_scale(row) * b_scale; per-row B scales: the A scales alone (the column scales are
-// read during the promotion: holding them all would spill).
+// products a_scale(row) * b_scale; per-row B scales: the A scales and the first kColScalesEarly
+// column scale pairs (the rest are read during the promotion: holding them all would spill).
+// NOTE: reading those four pairs early was +0.2% on TN on an H100, within noise (bench/RESULTS.md,
+// session 11 run 4); the PC samples had the first FMUL after the wait stalled on them.
 constexpr int kColScalesEarly = 4;  // per-row B: column scale pairs read before the wait
 struct BlockScales {
   float s0, s1;

@@ -1264,15 +1264,17 @@ struct OnePartialFrame {
   }
 };
 
-// The consumer loop with one partial per warpgroup (wide tiles, 192-row tiles). As
-// ConsumerLoop, the warpgroup walks the K blocks of all its tiles as one sequence; the next block
-// is issued into the partial as soon as the last one is promoted, before the epilogue of a
-// finished tile. The warpgroups issue in a ring (see above).
-// NOTE: 192x128 tiles without the turns (each warpgroup issuing as soon as its own chain allowed)
-// were no faster on an H100: 0.91-1.00x of the ring in clusters of 2 (bench/RESULTS.md, gemm8).
+// The one-partial loop of the TMA-scale 128x192 instantiation (dense NT in clusters of 2; the
+// other one-partial instantiations run ConsumerLoopSimple below). As ConsumerLoop, the
+// warpgroup walks the K blocks of all its tiles as one sequence; the next block is issued into
+// the partial as soon as the last one is promoted, before the epilogue of a finished tile. The
+// warpgroups issue in a ring (see above).
+// NOTE: without the turns this loop was 2-6.5% slower on an H100 (bench/RESULTS.md, session 11
+// run 9); so were 192x128 tiles in session 5 (0.91-1.00x of the ring, gemm8), which now run
+// ConsumerLoopSimple.
 // NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
 // path, before the partial is read; the loop leaves only with nothing in flight (C751x).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
 __device__ __forceinline__ void ConsumerLoopSingle(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
     int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
@@ -1280,10 +1282,10 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   constexpr int kAcc = kBlockN / 2;
   constexpr int kConsumers = kBlockM / 64;
   constexpr int kTurnBarrier = 1 + kConsumers;  // 1..kConsumers are the epilogue's
-  constexpr int kWide = kBlockN > 128;          // columns span two 128-column B scale blocks
-  static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
-  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, kPerRowB>;
+  static_assert(kBlockM == 128 && kBlockN == 192, "the TMA-scale 128x192 instantiation");
+  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, false>;
   constexpr int kRow = F::kRow;
+  static_assert(kRow > 1, "scale rows of a TMA box");
   const F f(smem, map_d);
   const int consumer = f.consumer, tid = f.tid;
   const uint32_t base = f.base, a_base = f.a_base, sa_base = f.sa_base, sb_base = f.sb_base;
@@ -1332,7 +1334,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   int done_stage = 0;
   int done_tile = first_work - work_stride;
   int done_left = 0;
-  bool mid_first = true;  // the done tile starts at a B scale block boundary (wide tiles)
+  bool mid_first = true;  // the done tile starts at a B scale block boundary
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
   // One scheduler lookup per tile (as in ConsumerLoop).
   // NOTE: the epilogue looks its tile up again rather than keeping the Tile across the tile's
@@ -1348,11 +1350,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
         done_left = Uniform(tile.kb_end - tile.kb_begin);
       }
     } while (done_tile < total && done_left == 0);
-    if constexpr (kWide) {
-      if (done_tile < total) mid_first = Uniform(tile.n0 % 128) == 0;
-    }
-    if constexpr (kRow > 1) {
-      if (done_tile < total) done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
+    if (done_tile < total) {
+      mid_first = Uniform(tile.n0 % 128) == 0;
+      done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
     }
   };
   next_done_tile();
@@ -1364,21 +1364,14 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     tr.Mark(0);
     const uint32_t sa = sa_base + done_stage * L::kScaleABytes + done_col;
     const uint32_t sb = sb_base + done_stage * L::kScaleBBytes + done_col;
-    if constexpr (kPerRowB || !kWide) {
-      const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
-      WgmmaWait<0>();
-      tr.Mark(1);
-      Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
-    } else {
-      const WideScales sc = LoadWideScales<kRow>(sa, sb);
-      WgmmaWait<0>();
-      tr.Mark(1);
-      PromoteWide<kBlockN>(acc, part, sc, mid_first);
-    }
+    const WideScales sc = LoadWideScales<kRow>(sa, sb);
+    WgmmaWait<0>();
+    tr.Mark(1);
+    PromoteWide<kBlockN>(acc, part, sc, mid_first);
     tr.Mark(2);
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
-    if constexpr (kRow > 1) done_col = (done_col + 4) % (4 * kRow);
+    done_col = (done_col + 4) % (4 * kRow);
     more = next_issue();
     if (more) issue(part);
     tr.Mark(4);
@@ -1651,7 +1644,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     // promotion, ptxas spilled about 1 KB of the accumulators.
     // The TMA-scale instantiation never runs with per-row B scales (LaunchGemmFp8Kernel).
     if constexpr (scale_tma) {
-      ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
+      ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(
           p, sched, first_work, work_stride, smem, rank, &map_d);
     } else if constexpr (kBlockN > 128 || kBlockM > 128) {
       if (p.b_scale_per_row) {

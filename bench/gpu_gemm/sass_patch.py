@@ -25,6 +25,10 @@ Commands:
   scan FILE                    list the GEMM kernels' promotion runs and their hint bits
   patch IN OUT --pattern=P     write a patched copy of IN (executable or cubin); exit 2 when the
                                expected promotion runs are not found (a build step fails on it)
+  same A B                     compare the code of every kernel in two objects or executables
+                               (each built with -compress-mode=none): lists the kernels whose
+                               instruction bytes differ; exit 1 if any does or the sets differ
+                               (a refactor that must not change the SASS)
   verify ORIG.sass NEW.sass --report=R.json
                                compare `cuobjdump -sass` of the original and the patched file:
                                only the reported instructions changed, only in the yield and
@@ -226,6 +230,31 @@ def cmd_patch(args):
     return 0
 
 
+def code_by_kernel(path, kernel_filter):
+    data = open(path, "rb").read()
+    out = {}
+    for base in find_cubins(data):
+        for name, off, size in text_sections(data, base):
+            if kernel_filter in name:
+                out[name] = data[off:off + size]
+    return out
+
+
+def cmd_same(args):
+    a = code_by_kernel(args.a, args.kernel)
+    b = code_by_kernel(args.b, args.kernel)
+    if not a:
+        raise PatchError(f"no kernel matching {args.kernel!r} in {args.a} (compressed fatbin?)")
+    differ = sorted(k for k in a if k in b and a[k] != b[k])
+    only = sorted(set(a) ^ set(b))
+    for k in differ:
+        print(f"differs: {k} ({len(a[k]) // 16} / {len(b[k]) // 16} instructions)")
+    for k in only:
+        print(f"in one file only: {k}")
+    print(f"same: {len(a) - len(differ) - len(set(a) - set(b))} of {len(a)} kernels identical")
+    return 1 if differ or only else 0
+
+
 # ---- verify: compare two `cuobjdump -sass` listings -----------------------------------------
 
 INS_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
@@ -345,13 +374,18 @@ def main(argv):
     p.add_argument("--also-yielded", action="store_true")
     p.add_argument("--allow-empty", action="store_true")
     p.add_argument("--report")
+    c = sub.add_parser("same")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--kernel", default="GemmFp8Kernel")
     v = sub.add_parser("verify")
     v.add_argument("orig")
     v.add_argument("new")
     v.add_argument("--report", required=True)
     args = ap.parse_args(argv)
     try:
-        return {"scan": cmd_scan, "patch": cmd_patch, "verify": cmd_verify}[args.cmd](args)
+        return {"scan": cmd_scan, "patch": cmd_patch, "same": cmd_same,
+                "verify": cmd_verify}[args.cmd](args)
     except PatchError as e:
         print(f"sass_patch: {e}", file=sys.stderr)
         return 2

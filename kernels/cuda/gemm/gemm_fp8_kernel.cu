@@ -1316,14 +1316,20 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   // last consumer has issued the one before (its first at once: the last consumer arrives
   // ahead). The trace has room for two consumer warpgroups.
   Tracer tr(p, consumer, tid == 0 && consumer < 2);
-  auto issue = [&](float(&part)[kAcc]) {
+  const int turn_wait = Uniform(kTurnBarrier + consumer);
+  const int turn_pass = Uniform(kTurnBarrier + (consumer + 1) % kConsumers);
+  // The block's stage is checked (wait_full) before the wait for the previous block's wgmmas,
+  // so that after that wait only the promotion, the turn and the issue remain.
+  auto wait_full = [&]() {
     BarrierWait(base + L::kFull + 8 * stage, phase);
     tr.Mark(3);
-    NamedBarrierSync(kTurnBarrier + consumer, 256);
+  };
+  auto issue = [&](float(&part)[kAcc]) {
+    NamedBarrierSync(turn_wait, 256);
     tr.Mark(6);
     IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
                         base + L::kB + stage * L::kTileBBytes);
-    NamedBarrierArrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
+    NamedBarrierArrive(turn_pass, 256);
     Advance<kStages>(stage, phase);
   };
   if (consumer == kConsumers - 1) NamedBarrierArrive(kTurnBarrier, 256);
@@ -1359,21 +1365,26 @@ __device__ __forceinline__ void ConsumerLoopSingle(
 
   float part[kAcc];
   bool more = next_issue();
-  if (more) issue(part);
+  if (more) {
+    wait_full();
+    issue(part);
+  }
   while (more) {
     tr.Mark(0);
     const uint32_t sa = sa_base + done_stage * L::kScaleABytes + done_col;
     const uint32_t sb = sb_base + done_stage * L::kScaleBBytes + done_col;
     const WideScales sc = LoadWideScales<kRow>(sa, sb);
+    more = next_issue();
+    if (more) wait_full();
     WgmmaWait<0>();
     tr.Mark(1);
     PromoteWide<kBlockN>(acc, part, sc, mid_first);
     tr.Mark(2);
+    if (more) issue(part);
+    // Freed after the next issue, off the chain from the wait to it.
     ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
     done_col = (done_col + 4) % (4 * kRow);
-    more = next_issue();
-    if (more) issue(part);
     tr.Mark(4);
     if (--done_left == 0) {
       CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(
@@ -1435,24 +1446,28 @@ __device__ __forceinline__ void ConsumerLoopSimple(
     if constexpr (kRow > 1) col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    // Each block's stage is checked before the wait for the previous block's wgmmas (the first
+    // one here), so that after that wait only the promotion and the next issue remain.
+    BarrierWait(base + L::kFull + 8 * stage, phase);
     for (int b = 0; b < blocks; ++b) {
-      const uint32_t sa = sa_base + stage * L::kScaleABytes + col;
-      const uint32_t sb = sb_base + stage * L::kScaleBBytes + col;
-      BarrierWait(base + L::kFull + 8 * stage, phase);
-      IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
-                          base + L::kB + stage * L::kTileBBytes);
+      const int cur = stage;
+      const uint32_t sa = sa_base + cur * L::kScaleABytes + col;
+      const uint32_t sb = sb_base + cur * L::kScaleBBytes + col;
+      IssueBlock<kBlockN>(part, a_base + cur * L::kTileABytes, base + L::kB + cur * L::kTileBBytes);
+      Advance<kStages>(stage, phase);
       if constexpr (kPerRowB || !kWide) {
         const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
+        if (b + 1 < blocks) BarrierWait(base + L::kFull + 8 * stage, phase);
         WgmmaWait<0>();
         Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
+        ReleaseStage<kCluster>(base + L::kEmpty + 8 * cur, rank);
       } else {
         const WideScales sc = LoadWideScales<kRow>(sa, sb);
+        if (b + 1 < blocks) BarrierWait(base + L::kFull + 8 * stage, phase);
         WgmmaWait<0>();
-        ReleaseStage<kCluster>(base + L::kEmpty + 8 * stage, rank);
+        ReleaseStage<kCluster>(base + L::kEmpty + 8 * cur, rank);
         PromoteWide<kBlockN>(acc, part, sc, mid_first);
       }
-      if constexpr (kPerRowB || !kWide) ReleaseStage<kCluster>(base + L::kEmpty + 8 * stage, rank);
-      Advance<kStages>(stage, phase);
       if constexpr (kRow > 1) col = (col + 4) % (4 * kRow);
     }
     // The tile is looked up again rather than kept across its blocks (see ConsumerLoopSingle).

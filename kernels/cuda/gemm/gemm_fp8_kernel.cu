@@ -1268,7 +1268,9 @@ struct OnePartialFrame {
 // other one-partial instantiations run ConsumerLoopSimple below). As ConsumerLoop, the
 // warpgroup walks the K blocks of all its tiles as one sequence; the next block is issued into
 // the partial as soon as the last one is promoted, before the epilogue of a finished tile. The
-// warpgroups issue in a ring (see above).
+// warpgroups issue in a ring (see above). The next block's bookkeeping and stage check come
+// before the wait for the current block's wgmmas, so that after it only the release, the
+// promotion, the turn and the issue remain: +0.5-2.2% on dense NT on an H100 (session 12).
 // NOTE: without the turns this loop was 2-6.5% slower on an H100 (bench/RESULTS.md, session 11
 // run 9); so were 192x128 tiles in session 5 (0.91-1.00x of the ring, gemm8), which now run
 // ConsumerLoopSimple.
@@ -1378,11 +1380,13 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     if (more) wait_full();
     WgmmaWait<0>();
     tr.Mark(1);
+    // Freed as soon as its wgmmas completed (its scales are already read).
+    // NOTE: freed after the next issue instead, dense NT was 3-4.5% slower on an H100; after
+    // the promotion, as fast as here (bench/RESULTS.md, session 12).
+    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     PromoteWide<kBlockN>(acc, part, sc, mid_first);
     tr.Mark(2);
     if (more) issue(part);
-    // Freed after the next issue, off the chain from the wait to it.
-    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
     if (++done_stage == kStages) done_stage = 0;
     done_col = (done_col + 4) % (4 * kRow);
     tr.Mark(4);
@@ -1402,8 +1406,10 @@ __device__ __forceinline__ void ConsumerLoopSingle(
 }
 
 // The one-partial tiles' loop without turns and without issuing ahead: per K block the warpgroup
-// waits for the stage, issues the four k32 steps, reads the block's scales while they run, waits
-// for them, frees the stage and promotes; the tile's epilogue follows its last block. The
+// issues the four k32 steps, reads the block's scales and checks the next block's stage while
+// they run, waits for them, frees the stage and promotes; the tile's epilogue follows its last
+// block. NOTE: the next stage's check before the wait (rather than after the promotion, just
+// before its issue) was +3.8% for TN and +2.8-2.9% for M-grouped on an H100 (session 12). The
 // warpgroups run free, so the tensor core takes their blocks in whatever order they come. This
 // is the order of DeepGEMM's SM90 kernel (which measured 1.12x cuBLASLt over the nine benchmark
 // shapes on the same H100: bench/RESULTS.md, session 11).

@@ -11,7 +11,7 @@ Usage: gemm_summary.py [--peer NAME=TFLOPS ...] FILE.json...
        gemm_summary.py --ab OLD NEW FILE.json...
   --peer replaces cuBLASLt's TFLOP/s for case NAME (an outlier peer; say so where you quote it).
   --ab compares builds timed in alternating processes: per case, our TFLOP/s in each file whose
-       name contains OLD, then in each whose name contains NEW, and the ratio of NEW's sum to
+       name (less .json) ends with OLD, then in each whose name ends with NEW, and the ratio of NEW's sum to
        OLD's (e.g. --ab _main _new run/all_*.json).
 Pure Python (no numpy).
 """
@@ -51,8 +51,12 @@ def geomean(values):
 def compare(old, new, files):
     """Our TFLOP/s per case in the OLD files and the NEW files, and sum(NEW) / sum(OLD)."""
     import os
-    sides = {old: [f for f in files if old in os.path.basename(f)],
-             new: [f for f in files if new in os.path.basename(f)]}
+    # A file is on a side when its name, less the extension, ends with the tag: with "in", a
+    # tag that starts another (_v3, _v3s) took both sides' files (session 12).
+    def side(tag):
+        return [f for f in files if os.path.splitext(os.path.basename(f))[0].endswith(tag)]
+
+    sides = {old: side(old), new: side(new)}
     tflops = {}  # case -> side -> [TFLOP/s per file]
     order = []
     for side, paths in sides.items():

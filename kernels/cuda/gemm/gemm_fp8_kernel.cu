@@ -1320,8 +1320,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   Tracer tr(p, consumer, tid == 0 && consumer < 2);
   const int turn_wait = Uniform(kTurnBarrier + consumer);
   const int turn_pass = Uniform(kTurnBarrier + (consumer + 1) % kConsumers);
-  // The block's stage is checked (wait_full) before the wait for the previous block's wgmmas,
-  // so that after that wait only the promotion, the turn and the issue remain.
+  // Called before the wait for the previous block's wgmmas (see above).
+  // NOTE: the turn barrier there too (and the next descriptors) was 0-1.9% slower on an H100
+  // (bench/RESULTS.md, session 12 run 7).
   auto wait_full = [&]() {
     BarrierWait(base + L::kFull + 8 * stage, phase);
     tr.Mark(3);

@@ -1544,7 +1544,14 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     if (warp == 0) {
-      if (lane == 0) {
+      // The whole warp walks the loop, so that its values are warp-uniform and live in uniform
+      // registers; one elected lane arms the barrier and issues the loads.
+      // NOTE: walked by lane 0 alone, ptxas wrapped each TMA issue in a loop over the distinct
+      // values of its operands (R2UR, BRA.U.ANY: 38 such loops in the TMA-scale kernel against 3
+      // now), which lengthened a stage's refill; the warp-wide loop was 1.2-1.9% faster on dense
+      // NT on an H100 (bench/RESULTS.md, session 12 run 8).
+      {
+        const bool leader = ElectOne();
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)));
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)));
         if (scale_tma) {
@@ -1556,7 +1563,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         const uint32_t stage_bytes =
             kTileABytes + L::kTileBBytes +
             (scale_tma ? (kBlockM + kScaleBlocksB) * kScaleBoxCols * 4 : 0);
-        Tracer tr(p, 2, true);
+        Tracer tr(p, 2, lane == 0);
         for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
           for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
@@ -1564,37 +1571,40 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             BarrierWait(&empty[stage], phase ^ 1);
             tr.Mark(1);
             tr.Next();
-            BarrierArriveExpectTx(&full[stage], stage_bytes);
-            TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
-            if (scale_tma) {
-              // Each CTA of a cluster loads its own: the box holding column kb (ScaleColumn),
-              // rows from the tile's first row (A) or scale block (B); rows past the tensor and
-              // columns past K/128 read zero.
-              const int col0 = kb - ScaleColumn<kScaleBoxCols>(kb);
-              TmaLoad2d(scales_a + stage * (L::kScaleABytes / 4), &map_sa, &full[stage], col0,
-                        tile.m0);
-              TmaLoad2d(scales_b + stage * (L::kScaleBBytes / 4), &map_sb, &full[stage], col0,
-                        tile.n0 / 128);
-            }
-            constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
-            constexpr uint16_t kMask = static_cast<uint16_t>((1u << kCluster) - 1);
-            if (p.mode == KernelMode::kMGrouped) {
-              if constexpr (kCluster > 1) {
-                TmaLoad3dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
-                                   &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
-                                   tile.group, kMask);
-              } else {
-                TmaLoad3d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
-                          tile.n0, tile.group);
+            if (leader) {
+              BarrierArriveExpectTx(&full[stage], stage_bytes);
+              TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
+              if (scale_tma) {
+                // Each CTA of a cluster loads its own: the box holding column kb (ScaleColumn),
+                // rows from the tile's first row (A) or scale block (B); rows past the tensor and
+                // columns past K/128 read zero.
+                const int col0 = kb - ScaleColumn<kScaleBoxCols>(kb);
+                TmaLoad2d(scales_a + stage * (L::kScaleABytes / 4), &map_sa, &full[stage], col0,
+                          tile.m0);
+                TmaLoad2d(scales_b + stage * (L::kScaleBBytes / 4), &map_sb, &full[stage], col0,
+                          tile.n0 / 128);
               }
-            } else if constexpr (kCluster > 1) {
-              TmaLoad2dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
-                                 &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
-                                 kMask);
-            } else {
-              TmaLoad2d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
-                        tile.n0);
+              constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
+              constexpr uint16_t kMask = static_cast<uint16_t>((1u << kCluster) - 1);
+              if (p.mode == KernelMode::kMGrouped) {
+                if constexpr (kCluster > 1) {
+                  TmaLoad3dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
+                                     &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
+                                     tile.group, kMask);
+                } else {
+                  TmaLoad3d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
+                            tile.n0, tile.group);
+                }
+              } else if constexpr (kCluster > 1) {
+                TmaLoad2dMulticast(tiles_b + stage * L::kTileBBytes + rank * kPart * kBlockK,
+                                   &map_b, &full[stage], kb * kBlockK, tile.n0 + rank * kPart,
+                                   kMask);
+              } else {
+                TmaLoad2d(tiles_b + stage * L::kTileBBytes, &map_b, &full[stage], kb * kBlockK,
+                          tile.n0);
+              }
             }
+            __syncwarp();
             if (++stage == kStages) {
               stage = 0;
               phase ^= 1;

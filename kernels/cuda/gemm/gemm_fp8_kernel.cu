@@ -1191,7 +1191,10 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
     b.y = LoadSharedF32(sb + 4 * kRow);
   }
   WideScales sc{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
-  // Finished before the caller's wgmma wait (see LoadScales).
+  // Meant to be finished before the caller's wgmma wait (see LoadScales). NOTE: the fences are
+  // empty asm, which order the PTX but not ptxas's schedule: in the TMA-scale kernel's SASS the
+  // four FMULs still come after the WARPGROUP.DEPBAR, their loads before it (session 10 run 3,
+  // session 12 run 1).
   FenceOperand(sc.s00);
   FenceOperand(sc.s01);
   FenceOperand(sc.s10);

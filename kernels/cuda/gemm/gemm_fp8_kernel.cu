@@ -1192,9 +1192,9 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   }
   WideScales sc{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
   // Meant to be finished before the caller's wgmma wait (see LoadScales). NOTE: the fences are
-  // empty asm, which order the PTX but not ptxas's schedule: in the TMA-scale kernel's SASS the
-  // four FMULs still come after the WARPGROUP.DEPBAR, their loads before it (session 10 run 3,
-  // session 12 run 1).
+  // empty asm, which order the PTX but do not bind ptxas's schedule: in session 10's build of the
+  // TMA-scale kernel (run 3's SASS) the four FMULs came after the WARPGROUP.DEPBAR; in session
+  // 12's (runs 1 and 8) they come right after their loads, before it.
   FenceOperand(sc.s00);
   FenceOperand(sc.s01);
   FenceOperand(sc.s10);

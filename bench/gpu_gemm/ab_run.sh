@@ -32,7 +32,8 @@ for name in $order; do
   i=$((i + 1))
   [ "$name" = old ] && name=$old
   [ "$name" = new ] && name=${new[0]}
-  timeout 120 "$B/bin/gpu_gemm_bench_$name" "$@" > "$R/all_${i}_$name.json" 2> "$R/all_${i}_$name.err"
+  timeout 120 "$B/bin/gpu_gemm_bench_$name" "$@" > "$R/all_${i}_$name.json" \
+    2> "$R/all_${i}_$name.err"
   echo "all $i $name rc=$?" | tee -a "$R/rc.txt"
 done
 date -u >> "$R/env.txt"

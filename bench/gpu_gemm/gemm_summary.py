@@ -11,8 +11,8 @@ Usage: gemm_summary.py [--peer NAME=TFLOPS ...] FILE.json...
        gemm_summary.py --ab OLD NEW FILE.json...
   --peer replaces cuBLASLt's TFLOP/s for case NAME (an outlier peer; say so where you quote it).
   --ab compares builds timed in alternating processes: per case, our TFLOP/s in each file whose
-       name (less .json) ends with OLD, then in each whose name ends with NEW, and the ratio of NEW's sum to
-       OLD's (e.g. --ab _main _new run/all_*.json).
+       name (less .json) ends with OLD, then in each whose name ends with NEW, and the ratio of
+       NEW's sum to OLD's (e.g. --ab _main _new run/all_*.json).
 Pure Python (no numpy).
 """
 import json

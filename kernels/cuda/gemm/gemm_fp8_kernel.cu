@@ -1348,6 +1348,9 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   int done_left = 0;
   bool mid_first = true;  // the done tile starts at a B scale block boundary
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
+  // The scale slot of the done block (ScaleSlots): the next one at each box's first block.
+  int scale_slot = kStages - 1;
+  bool tile_first = true;  // the done block is its tile's first
   // One scheduler lookup per tile (as in ConsumerLoop).
   // NOTE: the epilogue looks its tile up again rather than keeping the Tile across the tile's
   // blocks as ConsumerLoop does: kept, the 192x128 consumers (128 registers) spilled 24 bytes,
@@ -1365,6 +1368,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
     if (done_tile < total) {
       mid_first = Uniform(tile.n0 % 128) == 0;
       done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
+      tile_first = true;
     }
   };
   next_done_tile();
@@ -1377,8 +1381,10 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   }
   while (more) {
     tr.Mark(0);
-    const uint32_t sa = sa_base + done_stage * L::kScaleABytes + done_col;
-    const uint32_t sb = sb_base + done_stage * L::kScaleBBytes + done_col;
+    if (done_col == 0 || tile_first) scale_slot = scale_slot + 1 == kStages ? 0 : scale_slot + 1;
+    tile_first = false;
+    const uint32_t sa = sa_base + scale_slot * L::kScaleABytes + done_col;
+    const uint32_t sb = sb_base + scale_slot * L::kScaleBBytes + done_col;
     const WideScales sc = LoadWideScales<kRow>(sa, sb);
     more = next_issue();
     if (more) wait_full();
@@ -1563,9 +1569,9 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         }
         // Bytes a stage's full barrier expects: the A and B tiles and, by TMA, the scale boxes
         // (all of a box's bytes count, out-of-bounds ones too).
-        const uint32_t stage_bytes =
-            kTileABytes + L::kTileBBytes +
-            (scale_tma ? (kBlockM + kScaleBlocksB) * kScaleBoxCols * 4 : 0);
+        constexpr uint32_t kTileBytes = kTileABytes + L::kTileBBytes;
+        constexpr uint32_t kBoxBytes = (kBlockM + kScaleBlocksB) * kScaleBoxCols * 4;
+        int scale_slot = kStages - 1;  // ScaleSlots
         Tracer tr(p, 2, lane == 0);
         for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
@@ -1574,18 +1580,21 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             BarrierWait(&empty[stage], phase ^ 1);
             tr.Mark(1);
             tr.Next();
+            const bool box =
+                scale_tma && (ScaleColumn<kScaleBoxCols>(kb) == 0 || kb == tile.kb_begin);
+            if (box) scale_slot = scale_slot + 1 == kStages ? 0 : scale_slot + 1;
             if (leader) {
-              BarrierArriveExpectTx(&full[stage], stage_bytes);
+              BarrierArriveExpectTx(&full[stage], kTileBytes + (box ? kBoxBytes : 0));
               TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);
-              if (scale_tma) {
+              if (box) {
                 // Each CTA of a cluster loads its own: the box holding column kb (ScaleColumn),
                 // rows from the tile's first row (A) or scale block (B); rows past the tensor and
                 // columns past K/128 read zero.
                 const int col0 = kb - ScaleColumn<kScaleBoxCols>(kb);
-                TmaLoad2d(scales_a + stage * (L::kScaleABytes / 4), &map_sa, &full[stage], col0,
-                          tile.m0);
-                TmaLoad2d(scales_b + stage * (L::kScaleBBytes / 4), &map_sb, &full[stage], col0,
-                          tile.n0 / 128);
+                TmaLoad2d(scales_a + scale_slot * (L::kScaleABytes / 4), &map_sa, &full[stage],
+                          col0, tile.m0);
+                TmaLoad2d(scales_b + scale_slot * (L::kScaleBBytes / 4), &map_sb, &full[stage],
+                          col0, tile.n0 / 128);
               }
               constexpr int kPart = kBlockN / kCluster;  // B rows this CTA loads for all
               constexpr uint16_t kMask = static_cast<uint16_t>((1u << kCluster) - 1);

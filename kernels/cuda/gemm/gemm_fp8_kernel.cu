@@ -1576,10 +1576,11 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         // ScaleSlots: a scale box holds four K blocks' scales (ScaleColumn), so the TMA-scale
         // instantiation loads it once, with the first of its blocks that the tile walks (column
         // 0, or the tile's first block), into the next of kStages scale slots; the consumers take
-        // the slots in the same turn. A slot is reloaded kStages box loads later, when the stage
-        // of that load's block was freed: that block is at least kStages - 1 blocks past the
-        // last that read the slot (each box serves at least one block), and the consumers free
-        // stages in block order after reading each block's scales, so none still reads it.
+        // the slots in the same turn. A slot is reloaded kStages box loads later, with a block b
+        // whose stage the block b - kStages has freed. The kStages - 1 boxes loaded in between
+        // serve at least one block each, so b - kStages is no earlier than the last block that
+        // read the slot, and the consumers free stages in block order, each after reading its
+        // block's scales: none still reads the slot.
         // NOTE: on an H100 this was +0.0-0.8% on the six TMA-scale shapes (bench/RESULTS.md,
         // session 13 run 3); the A boxes' rows are 16-byte pieces, 128 L2 requests per box.
         int scale_slot = kStages - 1;

@@ -71,7 +71,7 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-// 14: the TMA-scale instantiation loads each scale box once per four K blocks (ScaleSlots):
+// 14: the TMA-scale instantiation loads each scale box once per four K blocks (NextScaleSlot):
 // timings changed by up to 1%.
 // 13: the TMA producer's loop is walked by its whole warp (one lane issues): timings changed by
 // up to 2%.

@@ -6,7 +6,7 @@
 //     the A and B tiles of each K block into a ring of shared-memory stages, and in the 128x192
 //     tile's TMA-scale instantiation (dense problems in clusters of 2 whose scale tensors allow
 //     it: KernelParams::scale_tma) those of the scales too, a box of four blocks' at a time
-//     (ScaleSlots); otherwise warps 1..3 copy the scales with cp.async. All complete on the
+//     (NextScaleSlot); otherwise warps 1..3 copy the scales with cp.async. All complete on the
 //     stage's "full" mbarrier.
 //   warpgroups 1.., the consumers (registers raised): each owns 64 rows of the tile. Per K
 //     block it issues four wgmma m64nNk32 (QGMMA) into one of two fp32 partial sums, and while
@@ -970,6 +970,24 @@ __host__ __device__ constexpr int ScaleColumn(int kb) {
   return kRow > 1 ? kb % kRow : 0;
 }
 
+// ScaleSlots: the TMA-scale instantiation loads a scale box (four K blocks' scales) once, with
+// the first of its blocks that a tile walks (column 0, or the tile's first block), into the next
+// of kStages scale slots; the producer and the consumers step through the slots here, with the
+// same blocks. A slot is reloaded kStages box loads later, with a block b whose stage the block
+// b - kStages has freed. The kStages - 1 boxes loaded in between serve at least one block each,
+// so b - kStages is no earlier than the last block that read the slot, and the consumers free
+// stages in block order, each after reading its block's scales: none still reads the slot.
+// Returns whether the block at scale column `column` loads a box.
+// NOTE: on an H100 this was +0.0-0.8% on the six TMA-scale shapes against a box with every
+// block (bench/RESULTS.md, session 13 run 3); the A boxes' rows are 16-byte pieces, 128 L2
+// requests per box.
+template <int kStages>
+__device__ __forceinline__ bool NextScaleSlot(int& slot, int column, bool tile_first) {
+  const bool box = column == 0 || tile_first;
+  if (box) slot = slot + 1 == kStages ? 0 : slot + 1;
+  return box;
+}
+
 // Frees stage `s` for the producer(s) once this warp is done with it (its wgmmas completed and
 // its lanes read the scales): one arrival per consumer warp, in every CTA of the cluster.
 template <int kCluster>
@@ -1349,9 +1367,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   int done_left = 0;
   bool mid_first = true;  // the done tile starts at a B scale block boundary
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
-  // The scale slot of the done block (ScaleSlots, in the kernel's producer): the next one at each
-  // box's first block.
-  int scale_slot = kStages - 1;
+  int scale_slot = kStages - 1;  // the done block's (NextScaleSlot)
   bool tile_first = true;  // the done block is its tile's first
   // One scheduler lookup per tile (as in ConsumerLoop).
   // NOTE: the epilogue looks its tile up again rather than keeping the Tile across the tile's
@@ -1383,7 +1399,7 @@ __device__ __forceinline__ void ConsumerLoopSingle(
   }
   while (more) {
     tr.Mark(0);
-    if (done_col == 0 || tile_first) scale_slot = scale_slot + 1 == kStages ? 0 : scale_slot + 1;
+    NextScaleSlot<kStages>(scale_slot, done_col / 4, tile_first);
     tile_first = false;
     const uint32_t sa = sa_base + scale_slot * L::kScaleABytes + done_col;
     const uint32_t sb = sb_base + scale_slot * L::kScaleBBytes + done_col;
@@ -1573,17 +1589,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
         // the scale boxes (all of a box's bytes count, out-of-bounds ones too).
         constexpr uint32_t kTileBytes = kTileABytes + L::kTileBBytes;
         constexpr uint32_t kBoxBytes = (kBlockM + kScaleBlocksB) * kScaleBoxCols * 4;
-        // ScaleSlots: a scale box holds four K blocks' scales (ScaleColumn), so the TMA-scale
-        // instantiation loads it once, with the first of its blocks that the tile walks (column
-        // 0, or the tile's first block), into the next of kStages scale slots; the consumers take
-        // the slots in the same turn. A slot is reloaded kStages box loads later, with a block b
-        // whose stage the block b - kStages has freed. The kStages - 1 boxes loaded in between
-        // serve at least one block each, so b - kStages is no earlier than the last block that
-        // read the slot, and the consumers free stages in block order, each after reading its
-        // block's scales: none still reads the slot.
-        // NOTE: on an H100 this was +0.0-0.8% on the six TMA-scale shapes (bench/RESULTS.md,
-        // session 13 run 3); the A boxes' rows are 16-byte pieces, 128 L2 requests per box.
-        int scale_slot = kStages - 1;
+        int scale_slot = kStages - 1;  // NextScaleSlot
         Tracer tr(p, 2, lane == 0);
         for (int t = first_work; t < sched.total; t += work_stride) {
           const Tile tile = sched.Get(t);
@@ -1593,8 +1599,8 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
             tr.Mark(1);
             tr.Next();
             const bool box =
-                scale_tma && (ScaleColumn<kScaleBoxCols>(kb) == 0 || kb == tile.kb_begin);
-            if (box) scale_slot = scale_slot + 1 == kStages ? 0 : scale_slot + 1;
+                scale_tma && NextScaleSlot<kStages>(scale_slot, ScaleColumn<kScaleBoxCols>(kb),
+                                                    kb == tile.kb_begin);
             if (leader) {
               BarrierArriveExpectTx(&full[stage], kTileBytes + (box ? kBoxBytes : 0));
               TmaLoad2d(tiles_a + stage * kTileABytes, &map_a, &full[stage], kb * kBlockK, tile.m0);

@@ -1467,6 +1467,7 @@ __device__ __forceinline__ void ConsumerLoopSimple(
   uint32_t phase = 0;
   float acc[kAcc];
   float part[kAcc];
+  int scale_slot = kStages - 1;  // TMA-scale instantiation: the block's (NextScaleSlot)
   for (int t = first_work; t < total; t += work_stride) {
     const Tile tile = sched.Get(t);
     const int blocks = Uniform(tile.kb_end - tile.kb_begin);
@@ -1485,8 +1486,13 @@ __device__ __forceinline__ void ConsumerLoopSimple(
     BarrierWait(base + L::kFull + 8 * stage, phase);
     for (int b = 0; b < blocks; ++b) {
       const int cur = stage;
-      const uint32_t sa = sa_base + cur * L::kScaleABytes + col;
-      const uint32_t sb = sb_base + cur * L::kScaleBBytes + col;
+      int slot = cur;
+      if constexpr (kRow > 1) {
+        NextScaleSlot<kStages>(scale_slot, col / 4, b == 0);
+        slot = scale_slot;
+      }
+      const uint32_t sa = sa_base + slot * L::kScaleABytes + col;
+      const uint32_t sb = sb_base + slot * L::kScaleBBytes + col;
       IssueBlock<kBlockN>(part, a_base + cur * L::kTileABytes, base + L::kB + cur * L::kTileBBytes);
       Advance<kStages>(stage, phase);
       if constexpr (kPerRowB || !kWide) {
@@ -1706,7 +1712,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     // promotion, ptxas spilled about 1 KB of the accumulators.
     // The TMA-scale instantiation never runs with per-row B scales (LaunchGemmFp8Kernel).
     if constexpr (scale_tma) {
-      ConsumerLoopSingle<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(
+      ConsumerLoopSimple<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
           p, sched, first_work, work_stride, smem, rank, &map_d);
     } else if constexpr (kBlockN > 128 || kBlockM > 128) {
       if (p.b_scale_per_row) {

@@ -18,8 +18,7 @@
 //     and writes it out with TMA bulk stores that drain while the warpgroup goes on (bf16 D,
 //     KernelParams::d_tma) or with 16-byte stores of whole rows. Tiles wider than 128 columns
 //     keep one partial sum per warpgroup instead, and so does the 192x128 tile with three
-//     consumer warpgroups (512 threads): in the TMA-scale instantiation the warpgroups take
-//     turns at issuing (ConsumerLoopSingle), in the others they run free (ConsumerLoopSimple).
+//     consumer warpgroups (512 threads); their warpgroups run free (ConsumerLoopSimple).
 // Tiles are walked in a grouped raster order (bands of `raster_group` M tiles) for L2 reuse;
 // the producer runs ahead of the consumers across tile boundaries, so the next tile's loads
 // overlap this tile's epilogue. Dense problems whose last wave of tiles is part full may split
@@ -1024,7 +1023,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
-  // The per-thread values are pinned in registers (Opaque, see ConsumerLoopSingle): the A scale
+  // The per-thread values are pinned in registers (Opaque, see OnePartialFrame): the A scale
   // address always, the lane and B scale address for tiles of 64 columns only (with 128, whose
   // accumulator and two partials take 192 registers, ptxas spilled 120-128 bytes).
   constexpr bool kPin = kBlockN <= 64;
@@ -1175,10 +1174,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
 // fit beside addressing, so a wide tile keeps ONE partial per warpgroup. The warpgroup issues a
 // block's four wgmmas, waits for all of them (wait_group 0), promotes, frees the stage and issues
 // the next block into the same partial. While it promotes, the tensor core runs the other
-// warpgroups' blocks: the warpgroups take turns at issuing in a ring (named barriers
-// 1 + kConsumers + consumer, after the epilogue's 1..kConsumers), so their blocks reach the
-// tensor core one after the other rather than interleaved, and each warpgroup's promotion
-// overlaps the others' wgmmas. Per 128-K block the 128 x 192 tile reads 16 KB of A and 2 x 24 KB
+// warpgroups' blocks (ConsumerLoopSimple). Per 128-K block the 128 x 192 tile reads 16 KB of A and 2 x 24 KB
 // of B from shared memory and loads 40 KB (A + B) from L2, for 1.5x the FLOPs of a 128 x 128
 // tile's 48 KB read and 32 KB loaded.
 // A 192 x 128 tile has three consumer warpgroups of 64 x 128 (one 64-register partial each,
@@ -1187,10 +1183,6 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
 // under, where the 128 x 192 tile's had one block of 384 cycles (bench/RESULTS.md, gemm7's
 // trace: that chain took longer, so the tensor core idled 35% of the time). Same area per tile
 // (24576 outputs), 40 KB loaded per K block (24 KB A + 16 KB B).
-
-__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // 128x128 B scales of one K block for a wide tile, whose columns span at most two scale blocks.
 struct WideScales {
@@ -1257,7 +1249,7 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
   }
 }
 
-// A one-partial loop's per-thread frame (ConsumerLoopSingle, ConsumerLoopSimple): this
+// A one-partial loop's per-thread frame (ConsumerLoopSimple): this
 // warpgroup's consumer index, its thread's shared-memory addresses of the A tile and of its rows'
 // and columns' scales, and its epilogue buffer.
 template <int kBlockM, int kBlockN, int kStages, int kRowFloats, bool kPerRowB>
@@ -1286,153 +1278,6 @@ struct OnePartialFrame {
   }
 };
 
-// The one-partial loop of the TMA-scale 128x192 instantiation (dense NT in clusters of 2; the
-// other one-partial instantiations run ConsumerLoopSimple below). As ConsumerLoop, the
-// warpgroup walks the K blocks of all its tiles as one sequence; the next block is issued into
-// the partial as soon as the last one is promoted, before the epilogue of a finished tile. The
-// warpgroups issue in a ring (see above). The next block's bookkeeping and stage check come
-// before the wait for the current block's wgmmas, so that after it only the release, the
-// promotion, the turn and the issue remain: +0.5-2.2% on dense NT on an H100 (session 12).
-// NOTE: without the turns this loop was 2-6.5% slower on an H100 (bench/RESULTS.md, session 11
-// run 9); so were 192x128 tiles in session 5 (0.91-1.00x of the ring, gemm8), which now run
-// ConsumerLoopSimple.
-// NOTE: every issue is retired by the wait_group 0 at the head of the next iteration, on every
-// path, before the partial is read; the loop leaves only with nothing in flight (C751x).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
-__device__ __forceinline__ void ConsumerLoopSingle(
-    const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
-    int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
-  using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
-  constexpr int kAcc = kBlockN / 2;
-  constexpr int kConsumers = kBlockM / 64;
-  constexpr int kTurnBarrier = 1 + kConsumers;  // 1..kConsumers are the epilogue's
-  static_assert(kBlockM == 128 && kBlockN == 192, "the TMA-scale 128x192 instantiation");
-  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, false>;
-  constexpr int kRow = F::kRow;
-  static_assert(kRow > 1, "scale rows of a TMA box");
-  const F f(smem, map_d);
-  const int consumer = f.consumer, tid = f.tid;
-  const uint32_t base = f.base, a_base = f.a_base, sa_base = f.sa_base, sb_base = f.sb_base;
-  EpiState epi = f.epi;
-  const int total = Uniform(sched.total);
-  auto blocks_of = [&](int t) {
-    const Tile tile = sched.Get(t);
-    return Uniform(tile.kb_end - tile.kb_begin);
-  };
-
-  int stage = 0;
-  uint32_t phase = 0;
-  int issue_tile = first_work - work_stride;
-  int issue_left = 0;
-  auto next_issue = [&]() {
-    while (issue_left == 0) {
-      issue_tile += work_stride;
-      if (issue_tile >= total) return false;
-      issue_left = blocks_of(issue_tile);
-      if (issue_left == 0 && !p.accumulate) {
-        StoreZeroTile<kBlockN>(p, sched.Get(issue_tile), consumer, tid);
-      }
-    }
-    --issue_left;
-    return true;
-  };
-  // Consumer c issues a block when consumer c-1 has issued the same block, consumer 0 when the
-  // last consumer has issued the one before (its first at once: the last consumer arrives
-  // ahead). The trace has room for two consumer warpgroups.
-  Tracer tr(p, consumer, tid == 0 && consumer < 2);
-  const int turn_wait = Uniform(kTurnBarrier + consumer);
-  const int turn_pass = Uniform(kTurnBarrier + (consumer + 1) % kConsumers);
-  // Called before the wait for the previous block's wgmmas (see above).
-  // NOTE: the turn barrier there too (and the next descriptors) was 0-1.9% slower on an H100
-  // (bench/RESULTS.md, session 12 run 7).
-  auto wait_full = [&]() {
-    BarrierWait(base + L::kFull + 8 * stage, phase);
-    tr.Mark(3);
-  };
-  auto issue = [&](float(&part)[kAcc]) {
-    NamedBarrierSync(turn_wait, 256);
-    tr.Mark(6);
-    IssueBlock<kBlockN>(part, a_base + stage * L::kTileABytes,
-                        base + L::kB + stage * L::kTileBBytes);
-    NamedBarrierArrive(turn_pass, 256);
-    Advance<kStages>(stage, phase);
-  };
-  if (consumer == kConsumers - 1) NamedBarrierArrive(kTurnBarrier, 256);
-
-  float acc[kAcc];
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-  int done_stage = 0;
-  int done_tile = first_work - work_stride;
-  int done_left = 0;
-  bool mid_first = true;  // the done tile starts at a B scale block boundary
-  uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
-  int scale_slot = kStages - 1;  // the done block's (NextScaleSlot)
-  bool tile_first = true;  // the done block is its tile's first
-  // One scheduler lookup per tile (as in ConsumerLoop).
-  // NOTE: the epilogue looks its tile up again rather than keeping the Tile across the tile's
-  // blocks as ConsumerLoop does: kept, the 192x128 consumers (128 registers) spilled 24 bytes,
-  // and 128x192 lost 0.6-1.2% on the large NT shapes and 2.4% on TN (bench/RESULTS.md, session 9).
-  auto next_done_tile = [&]() {
-    Tile tile;
-    do {
-      done_tile += work_stride;
-      done_left = 0;
-      if (done_tile < total) {
-        tile = sched.Get(done_tile);
-        done_left = Uniform(tile.kb_end - tile.kb_begin);
-      }
-    } while (done_tile < total && done_left == 0);
-    if (done_tile < total) {
-      mid_first = Uniform(tile.n0 % 128) == 0;
-      done_col = 4 * ScaleColumn<kRow>(Uniform(tile.kb_begin));
-      tile_first = true;
-    }
-  };
-  next_done_tile();
-
-  float part[kAcc];
-  bool more = next_issue();
-  if (more) {
-    wait_full();
-    issue(part);
-  }
-  while (more) {
-    tr.Mark(0);
-    NextScaleSlot<kStages>(scale_slot, done_col / 4, tile_first);
-    tile_first = false;
-    const uint32_t sa = sa_base + scale_slot * L::kScaleABytes + done_col;
-    const uint32_t sb = sb_base + scale_slot * L::kScaleBBytes + done_col;
-    const WideScales sc = LoadWideScales<kRow>(sa, sb);
-    more = next_issue();
-    if (more) wait_full();
-    WgmmaWait<0>();
-    tr.Mark(1);
-    // Freed as soon as its wgmmas completed (its scales are already read).
-    // NOTE: freed after the next issue instead, dense NT was 3-4.5% slower on an H100; after
-    // the promotion, as fast as here (bench/RESULTS.md, session 12).
-    ReleaseStage<kCluster>(base + L::kEmpty + 8 * done_stage, rank);
-    PromoteWide<kBlockN>(acc, part, sc, mid_first);
-    tr.Mark(2);
-    if (more) issue(part);
-    if (++done_stage == kStages) done_stage = 0;
-    done_col = (done_col + 4) % (4 * kRow);
-    tr.Mark(4);
-    if (--done_left == 0) {
-      CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(
-          p, sched.Get(done_tile), consumer, acc, epi, tid, 1 + consumer, rank, tr);
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-      next_done_tile();
-    }
-    tr.Mark(5);
-    tr.Next();
-  }
-  WgmmaWait<0>();
-  // The last consumer's last arrival on consumer 0's turn barrier has no issue to wait for it.
-  if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);
-}
-
 // The one-partial tiles' loop without turns and without issuing ahead: per K block the warpgroup
 // issues the four k32 steps, reads the block's scales and checks the next block's stage while
 // they run, waits for them, frees the stage and promotes; the tile's epilogue follows its last
@@ -1441,12 +1286,16 @@ __device__ __forceinline__ void ConsumerLoopSingle(
 // warpgroups run free, so the tensor core takes their blocks in whatever order they come. This
 // is the order of DeepGEMM's SM90 kernel (which measured 1.12x cuBLASLt over the nine benchmark
 // shapes on the same H100: bench/RESULTS.md, session 11).
-// NOTE: on an H100 (session 11, runs 6-7, alternating processes against ConsumerLoopSingle) it
-// was 5.3% faster for TN (128x192, per-row B scales), 1.7-2.8% for M-grouped NT (128x192 c2,
-// cp.async scales), even with 192x128 c2 (4096x24576x1536, +0.4%), but 0.7-5.2% slower for the
-// TMA-scale 128x192 instantiation (dense NT: 4096^3 -3.6%, 4096x2112x7168 -5.2%), which keeps
-// ConsumerLoopSingle. Keeping the Tile across the blocks instead of looking it up again gave
-// 192x128 c2 +3.6% but spilled 16 bytes there.
+// NOTE: on an H100, against a loop in which the warpgroups took turns at issuing (named
+// barriers in a ring) and issued the next block before the epilogue of a finished tile
+// (ConsumerLoopSingle, removed in session 14), this loop was 5.3% faster for TN (128x192,
+// per-row B scales), 1.7-2.8% for M-grouped NT (128x192 c2, cp.async scales), +0.4% with
+// 192x128 c2 (session 11, runs 6-7), and, once the TMA-scale instantiation loaded each scale box
+// once (ScaleSlots), 1.3-3.2% faster for that one too on the six dense shapes that run it
+// (session 14 run 1). There ptxas sets the yield hint on about every other promotion FFMA, and
+// set none in the turn loop. DeepGEMM's kernel (the same loop order) lost 9-13.5% on the same
+// H100 with the hints cleared in its cubin (session 14 run 1): in a loop without turns the
+// warp scheduler's switches during the promotion are what let the other warpgroup issue.
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
 __device__ __forceinline__ void ConsumerLoopSimple(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
@@ -1486,8 +1335,8 @@ __device__ __forceinline__ void ConsumerLoopSimple(
     BarrierWait(base + L::kFull + 8 * stage, phase);
     for (int b = 0; b < blocks; ++b) {
       const int cur = stage;
-      int slot = cur;
-      if constexpr (kRow > 1) {
+      int slot = cur;  // cp.async scales sit in the block's stage
+      if constexpr (kRow > 1) {  // TMA-scale: in scale slots, stepped as the producer does
         NextScaleSlot<kStages>(scale_slot, col / 4, b == 0);
         slot = scale_slot;
       }
@@ -1510,7 +1359,10 @@ __device__ __forceinline__ void ConsumerLoopSimple(
       }
       if constexpr (kRow > 1) col = (col + 4) % (4 * kRow);
     }
-    // The tile is looked up again rather than kept across its blocks (see ConsumerLoopSingle).
+    // The tile is looked up again rather than kept across its blocks. NOTE: kept, the 192x128
+    // consumers (128 registers) spilled 16-24 bytes (192x128 c2 +3.6% all the same), and
+    // 128x192 lost 0.6-1.2% on the large NT shapes and 2.4% on TN (bench/RESULTS.md, sessions 9
+    // and 11).
     CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(t), consumer, acc, epi,
                                                                tid, 1 + consumer, rank, tr);
   }

@@ -38,7 +38,8 @@ Commands:
 Patterns: all | alt0 | alt1 | every:K (yield on FFMA i of the run where i % K == K - 1; alt1 is
 every:2, alt0 the even ones), each optionally with @N: only FFMAs at most N instructions after
 the wait. Only runs without yield hints are patched unless --also-yielded is given (ptxas already
-alternates the hint in the 128-row, two-partial loop).
+alternates the hint in the loops without turns). With --clear the pattern's FFMAs lose the hint
+instead (their reuse flags stay), in every run: a way to measure what ptxas's hints are worth.
 """
 
 import argparse
@@ -176,7 +177,7 @@ def cmd_scan(args):
     return 0
 
 
-def plan(data, kernel_filter, pattern, also_yielded):
+def plan(data, kernel_filter, pattern, also_yielded, clear=False):
     pick, within = parse_pattern(pattern)
     edits = []  # (file offset of hi, old hi, new hi, record)
     kernels = 0
@@ -189,15 +190,21 @@ def plan(data, kernel_filter, pattern, also_yielded):
                 raise PatchError(f"{name}: the run after the wait at {16 * wait:#x} has "
                                  f"{len(ffma)} FFMAs, expected {expected}")
             already = sum(1 for j in ffma if yielding(ins[j][1]))
-            if already * 10 > len(ffma) and not also_yielded:
+            if already * 10 > len(ffma) and not also_yielded and not clear:
                 continue  # ptxas interleaved this run itself
             for i, j in enumerate(ffma):
                 if within is not None and j - wait > within:
                     continue
                 lo, hi = ins[j]
-                if not pick(i) or yielding(hi):
+                if clear:
+                    # --clear: take the hint off (the reuse flags stay as ptxas set them).
+                    if not pick(i) or not yielding(hi):
+                        continue
+                    new_hi = hi | YIELD_BIT
+                elif not pick(i) or yielding(hi):
                     continue
-                new_hi = (hi & ~REUSE_MASK) & ~YIELD_BIT
+                else:
+                    new_hi = (hi & ~REUSE_MASK) & ~YIELD_BIT
                 edits.append((off + 16 * j + 8, hi, new_hi, {
                     "cubin": base, "function": name, "address": 16 * j, "wait": 16 * wait,
                     "index_in_run": i, "old_hi": f"{hi:#018x}", "new_hi": f"{new_hi:#018x}"}))
@@ -209,7 +216,7 @@ def plan(data, kernel_filter, pattern, also_yielded):
 
 def cmd_patch(args):
     data = bytearray(open(args.input, "rb").read())
-    edits = plan(data, args.kernel, args.pattern, args.also_yielded)
+    edits = plan(data, args.kernel, args.pattern, args.also_yielded, args.clear)
     if not edits and not args.allow_empty:
         raise PatchError("the pattern selects no instruction")
     for pos, old, new, _ in edits:
@@ -225,7 +232,8 @@ def cmd_patch(args):
     if args.report:
         with open(args.report, "w") as f:
             json.dump(summary, f, indent=1)
-    print(f"{args.output}: pattern {args.pattern}: {len(edits)} FFMAs given the yield hint in "
+    what = "cleared of" if args.clear else "given"
+    print(f"{args.output}: pattern {args.pattern}: {len(edits)} FFMAs {what} the yield hint in "
           f"{len(functions)} kernels")
     return 0
 
@@ -372,6 +380,8 @@ def main(argv):
     p.add_argument("--pattern", required=True)
     p.add_argument("--kernel", default="GemmFp8Kernel")
     p.add_argument("--also-yielded", action="store_true")
+    p.add_argument("--clear", action="store_true",
+                   help="take the yield hint off the chosen FFMAs instead of setting it")
     p.add_argument("--allow-empty", action="store_true")
     p.add_argument("--report")
     c = sub.add_parser("same")

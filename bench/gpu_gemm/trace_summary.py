@@ -4,13 +4,12 @@
 Usage: trace_summary.py FILE.bin...   (layout: kernels/cuda/gemm/gemm_fp8_kernel.h, kTraceWords)
 
 Per CTA (0, 1) and consumer warpgroup, medians in SM clock cycles over K blocks 8..n-2:
-  one-partial tiles (128x192, 192x128: ConsumerLoopSingle): marks 0 head, 1 own wgmmas done,
-    2 promoted, 3 next stage full, 6 turn barrier passed (BAR.SYNC is deferred: its wait can
-    land after the mark, in "issue"), 4 next block issued, 5 epilogue done; only consumer
-    warpgroups 0 and 1 are recorded; a block that ended a tile stored by TMA also has, per
-    64-column slice q, 7 + 3q the buffer read by its last bulk store (thread 0's wait), 8 + 3q
-    the warpgroup met, 9 + 3q slice written, fenced and met again: printed as "epilogue
-    slices" (wait, meet, write per slice, then the rest to mark 5);
+  one-partial tiles (128x192, 192x128: ConsumerLoopSimple): marks 0 head, 4 block issued,
+    3 next block's stage full, 1 own wgmmas done, 2 released and promoted, and in a tile's last
+    block 5 epilogue done; only consumer warpgroups 0 and 1 are recorded; a block that ended a
+    tile stored by TMA also has, per 64-column slice q, 7 + 3q the buffer read by its last bulk
+    store (thread 0's wait), 8 + 3q the warpgroup met, 9 + 3q slice written, fenced and met
+    again: printed as "epilogue slices" (wait, meet, write per slice, then the rest to mark 5);
   128-column tiles (ConsumerLoop): 0 head, 6 next stage full, 3 next block issued, 1 oldest
     block done, 2 promoted, released and stored (if its tile ended).
 and for the TMA thread (slot 2) and the B-scale warp (slot 3) the wait for a free stage; "tma
@@ -55,15 +54,21 @@ def main():
                 d = lambda a, b: med([rel(t(cta, wg, i, a), t(cta, wg, i, b)) for i in r])
                 per = [rel(t(cta, wg, i, 0), t(cta, wg, i + 1, 0)) for i in r]
                 if wide:
+                    # Blocks that end a tile (mark 5) hold the epilogue too: medians of the
+                    # per-block steps are taken over the others.
+                    inner = [i for i in r if not t(cta, wg, i, 5)]
+                    di = lambda a, b: med([rel(t(cta, wg, i, a), t(cta, wg, i, b)) for i in inner])
+                    last = [i for i in r if t(cta, wg, i, 5)]
+                    epi = med([rel(t(cta, wg, i, 2), t(cta, wg, i, 5)) for i in last])
                     print(f' cta{cta} wg{wg} blocks={n[wg]} period med={med(per)} '
-                          f'mean={int(sum(per) / len(per))} | wait={d(0, 1)} promote={d(1, 2)} '
-                          f'release+full={d(2, 3)} turn={d(3, 6)} issue={d(6, 4)} '
-                          f'epilogue={d(4, 5)}')
+                          f'mean={int(sum(per) / len(per))} | issue={di(0, 4)} full={di(4, 3)} '
+                          f'wait={di(3, 1)} promote={di(1, 2)} '
+                          f'epilogue={epi} ({len(last)} tile ends)')
                     ends = [i for i in range(2, n[wg] - 1) if t(cta, wg, i, 7)]
                     if ends:
                         q_n = 3 if any(t(cta, wg, i, 13) for i in ends) else 2
                         parts = []
-                        prev = 4
+                        prev = 2
                         for q in range(q_n):
                             e = lambda a, b: med([rel(t(cta, wg, i, a), t(cta, wg, i, b))
                                                   for i in ends])
@@ -72,7 +77,7 @@ def main():
                                          f'write={e(8 + 3 * q, 9 + 3 * q)}')
                             prev = 9 + 3 * q
                         tail = med([rel(t(cta, wg, i, prev), t(cta, wg, i, 5)) for i in ends])
-                        total = med([rel(t(cta, wg, i, 4), t(cta, wg, i, 5)) for i in ends])
+                        total = med([rel(t(cta, wg, i, 2), t(cta, wg, i, 5)) for i in ends])
                         print(f' cta{cta} wg{wg} epilogue slices ({len(ends)} tile ends, total '
                               f'{total}): ' + ' | '.join(parts) + f' | rest={tail}')
                 else:

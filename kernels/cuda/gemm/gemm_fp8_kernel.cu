@@ -1334,6 +1334,8 @@ __device__ __forceinline__ void ConsumerLoopSimple(
     // one here), so that after that wait only the promotion and the next issue remain.
     BarrierWait(base + L::kFull + 8 * stage, phase);
     for (int b = 0; b < blocks; ++b) {
+      if (b > 0) tr.Next();  // a tile's last block keeps its record for the epilogue's marks
+      tr.Mark(0);
       const int cur = stage;
       int slot = cur;  // cp.async scales sit in the block's stage
       if constexpr (kRow > 1) {  // TMA-scale: in scale slots, stepped as the producer does
@@ -1343,20 +1345,26 @@ __device__ __forceinline__ void ConsumerLoopSimple(
       const uint32_t sa = sa_base + slot * L::kScaleABytes + col;
       const uint32_t sb = sb_base + slot * L::kScaleBBytes + col;
       IssueBlock<kBlockN>(part, a_base + cur * L::kTileABytes, base + L::kB + cur * L::kTileBBytes);
+      tr.Mark(4);
       Advance<kStages>(stage, phase);
       if constexpr (kPerRowB || !kWide) {
         const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
         if (b + 1 < blocks) BarrierWait(base + L::kFull + 8 * stage, phase);
+        tr.Mark(3);
         WgmmaWait<0>();
+        tr.Mark(1);
         Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
         ReleaseStage<kCluster>(base + L::kEmpty + 8 * cur, rank);
       } else {
         const WideScales sc = LoadWideScales<kRow>(sa, sb);
         if (b + 1 < blocks) BarrierWait(base + L::kFull + 8 * stage, phase);
+        tr.Mark(3);
         WgmmaWait<0>();
+        tr.Mark(1);
         ReleaseStage<kCluster>(base + L::kEmpty + 8 * cur, rank);
         PromoteWide<kBlockN>(acc, part, sc, mid_first);
       }
+      tr.Mark(2);
       if constexpr (kRow > 1) col = (col + 4) % (4 * kRow);
     }
     // The tile is looked up again rather than kept across its blocks. NOTE: kept, the 192x128
@@ -1365,6 +1373,8 @@ __device__ __forceinline__ void ConsumerLoopSimple(
     // and 11).
     CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(t), consumer, acc, epi,
                                                                tid, 1 + consumer, rank, tr);
+    tr.Mark(5);
+    tr.Next();
   }
 }
 

@@ -88,14 +88,14 @@ struct KernelParams {
 };
 
 // Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
-// KD_GEMM_TRACE), CTAs 0 and 1 record %clock at marks of the wide-tile (128x192) consumer loop
-// and the producer, per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..15];
-// slots 0 and 1 are the consumer warpgroups (marks: 0 loop head, 1 own wgmmas done, 2
-// promoted, 3 next stage full, 6 turn barrier passed (deferred: its wait may land after the
-// mark), 4 next block issued, 5 epilogue done; in a block that ends a tile stored by TMA, per
-// 64-column slice q: 7 + 3q the buffer's last bulk store has read it, 8 + 3q the warpgroup met
-// before writing it, 9 + 3q written and fenced, the warpgroup met), 2 the TMA thread and 3 the
-// B-scale warp's lane
+// KD_GEMM_TRACE), CTAs 0 and 1 record %clock at marks of the consumer loops and the producer,
+// per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..15]; slots 0 and 1 are the
+// first two consumer warpgroups (one-partial loop, ConsumerLoopSimple: 0 block head, 4 block
+// issued, 3 next block's stage full (or the tile's last block), 1 own wgmmas done, 2 released
+// and promoted, 5 epilogue done, in a tile's last block; in a block that ends a tile stored by
+// TMA, per 64-column slice q: 7 + 3q the buffer's last bulk store has read it, 8 + 3q the
+// warpgroup met before writing it, 9 + 3q written and fenced, the warpgroup met; the 128-column
+// loop's marks: bench/gpu_gemm/trace_summary.py), 2 the TMA thread and 3 the B-scale warp's lane
 // 0 (0 before and 1 after the wait for a free stage). Other builds record nothing: the marks
 // compile to nothing. bench/gpu_gemm/trace_summary.py reads the buffer.
 constexpr int kTraceIters = 512;

@@ -1174,9 +1174,9 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
 // fit beside addressing, so a wide tile keeps ONE partial per warpgroup. The warpgroup issues a
 // block's four wgmmas, waits for all of them (wait_group 0), promotes, frees the stage and issues
 // the next block into the same partial. While it promotes, the tensor core runs the other
-// warpgroups' blocks (ConsumerLoopSimple). Per 128-K block the 128 x 192 tile reads 16 KB of A and 2 x 24 KB
-// of B from shared memory and loads 40 KB (A + B) from L2, for 1.5x the FLOPs of a 128 x 128
-// tile's 48 KB read and 32 KB loaded.
+// warpgroups' blocks (ConsumerLoopSimple). Per 128-K block the 128 x 192 tile reads 16 KB of A
+// and 2 x 24 KB of B from shared memory and loads 40 KB (A + B) from L2, for 1.5x the FLOPs of a
+// 128 x 128 tile's 48 KB read and 32 KB loaded.
 // A 192 x 128 tile has three consumer warpgroups of 64 x 128 (one 64-register partial each,
 // 512 threads): each warpgroup's per-block chain (wait, 64 promotion FFMAs, release, next
 // block's bookkeeping and issue) has the other two's blocks, 512 tensor-core cycles, to hide
@@ -1249,9 +1249,9 @@ __device__ __forceinline__ void PromoteWide(float (&acc)[kBlockN / 2], float (&p
   }
 }
 
-// A one-partial loop's per-thread frame (ConsumerLoopSimple): this
-// warpgroup's consumer index, its thread's shared-memory addresses of the A tile and of its rows'
-// and columns' scales, and its epilogue buffer.
+// A one-partial loop's per-thread frame (ConsumerLoopSimple): this warpgroup's consumer index,
+// its thread's shared-memory addresses of the A tile and of its rows' and columns' scales, and its
+// epilogue buffer.
 template <int kBlockM, int kBlockN, int kStages, int kRowFloats, bool kPerRowB>
 struct OnePartialFrame {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
@@ -1284,8 +1284,8 @@ struct OnePartialFrame {
 // block. NOTE: the next stage's check before the wait (rather than after the promotion, just
 // before its issue) was +3.8% for TN and +2.8-2.9% for M-grouped on an H100 (session 12). The
 // warpgroups run free, so the tensor core takes their blocks in whatever order they come. This
-// is the order of DeepGEMM's SM90 kernel (which measured 1.12x cuBLASLt over the nine benchmark
-// shapes on the same H100: bench/RESULTS.md, session 11).
+// is the order of DeepGEMM's SM90 kernel; on the same bytes at 8192^3 its 128x192 ran level with
+// this loop on an H100 (bench/RESULTS.md, session 14 run 3).
 // NOTE: on an H100, against a loop in which the warpgroups took turns at issuing (named
 // barriers in a ring) and issued the next block before the epilogue of a finished tile
 // (ConsumerLoopSingle, removed in session 14), this loop was 5.3% faster for TN (128x192,

@@ -26,11 +26,14 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
   if (c.block_m != 64 && c.block_m != 128 && c.block_m != 192) {
     return Invalid("config.block_m=", c.block_m, " must be 64, 128 or 192");
   }
-  if (c.block_n != 64 && c.block_n != 128 && c.block_n != 192) {
-    return Invalid("config.block_n=", c.block_n, " must be 64, 128 or 192");
+  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 128 && c.block_n != 192) {
+    return Invalid("config.block_n=", c.block_n, " must be 32, 64, 128 or 192");
   }
-  if (c.block_m == 64 && c.block_n != 64) {
-    return Invalid("config.block_n=", c.block_n, " is not built with block_m=64 (only 64)");
+  if (c.block_m == 64 && c.block_n != 32 && c.block_n != 64) {
+    return Invalid("config.block_n=", c.block_n, " is not built with block_m=64 (only 32 or 64)");
+  }
+  if (c.block_n == 32 && c.block_m != 64) {
+    return Invalid("config.block_n=32 is not built with block_m=", c.block_m, " (only 64)");
   }
   if (c.block_m == 192 && c.block_n != 128) {
     return Invalid("config.block_n=", c.block_n, " is not built with block_m=192 (only 128)");
@@ -43,6 +46,7 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
   }
   bool stages_ok;
   if (c.block_n == 192 || c.block_m == 192) stages_ok = c.stages == 4;
+  else if (c.block_n == 32) stages_ok = c.stages == 16;
   else if (c.block_m == 64) stages_ok = c.stages == 8;
   else if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
   else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
@@ -50,7 +54,7 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
     return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
                    " tile with cluster ", c.cluster,
                    " (128x128: 4..6, 5..6 in clusters of 2; 128x192 and 192x128: 4; 128x64: 6 or 8,"
-                   " 8 in clusters of 2; 64x64: 8)");
+                   " 8 in clusters of 2; 64x64: 8; 64x32: 16)");
   }
   if (c.raster_group < 1 || c.raster_group > kMaxGemmRasterGroup) {
     return Invalid("config.raster_group=", c.raster_group, " must be in 1..", kMaxGemmRasterGroup);
@@ -95,9 +99,9 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group) {
   std::vector<GemmConfig> out;
   for (int block_m : {128, 192, 64}) {
-    for (int block_n : {128, 192, 64}) {
+    for (int block_n : {128, 192, 64, 32}) {
       for (int cluster : {1, 2}) {
-        for (int stages = 1; stages <= 8; ++stages) {
+        for (int stages = 1; stages <= 16; ++stages) {
           GemmConfig c;
           c.block_m = block_m;
           c.block_n = block_n;
@@ -122,11 +126,17 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
                                int sm_count, bool nt, int64_t m_groups) {
   GemmConfig c;
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
-  // tile (one consumer warpgroup) loads half as much A per K block.
+  // tile (one consumer warpgroup) loads half as much A per K block. Where 32-column tiles fit the
+  // SMs in one wave, the 64x32 tile with 16 stages keeps more of B in flight per SM and needs no
+  // split along K.
   if (rows <= 64) {
     c.block_m = 64;
     c.block_n = 64;
     c.stages = 8;
+    if (groups * ((cols + 31) / 32) <= std::max(1, sm_count)) {
+      c.block_n = 32;
+      c.stages = 16;
+    }
     return c;
   }
   const int64_t m_tiles = groups * ((rows + 127) / 128);

@@ -18,15 +18,15 @@ namespace kd {
 
 // The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
 // 2), 128x192 and 192x128 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in
-// clusters of 2) and 64x64 tiles with 8 stages (no cluster); each consumer warpgroup owns 64
-// rows.
+// clusters of 2), 64x64 tiles with 8 stages and 64x32 with 16 (no cluster); each consumer
+// warpgroup owns 64 rows.
 // GemmConfig::raster_group's range: the kernel divides by every band height up to it through a
 // table of that size (kernels/cuda/gemm/gemm_fp8_kernel.h, kMaxRasterGroup).
 constexpr int kMaxGemmRasterGroup = 64;
 
 struct GemmConfig {
   int block_m = 128;     // tile rows: 64, 128 or 192 (192: block_n 128 only)
-  int block_n = 128;     // tile columns: 64, 128 or 192
+  int block_n = 128;     // tile columns: 32 (block_m 64 only), 64, 128 or 192
   int stages = 6;        // shared-memory pipeline depth
   int cluster = 1;       // CTAs per cluster, 1 or 2: a pair of M-adjacent tiles loads its shared
                          // B tile once (TMA multicast). NT, TN, NN and M-grouped (two tiles
@@ -59,7 +59,8 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 // all groups' rows for M-grouped), `cols` output columns, reduction `k` and `groups` separate
 // outputs (K-grouped; else 1) on a device of `sm_count` SMs; `nt`: the variant is NT (or NN,
 // which runs as NT); `m_groups`: for M-grouped NT its number of groups (b's shape[0]), else 0.
-// 64x64 tiles for at most 64 rows; 128x64 when 128-column tiles would leave most SMs idle; else
+// 64x32 tiles for at most 64 rows where their tiles fit the SMs in one wave, else 64x64; 128x64
+// when 128-column tiles would leave most SMs idle; else
 // 128x128 or 128x192, whichever waves of persistent CTAs are estimated to take less time, the
 // 128x192 tile in clusters of 2 with 8 waves of clusters or more for NT and for M-grouped with
 // at least 4096 rows per group on average, and for NT with K <= 7168 the 192x128 tile in

@@ -514,14 +514,19 @@ __device__ __forceinline__ void StoreVec16(const KernelParams& p, char* d_base, 
   }
 }
 
-// Writes column slice `q` (64 columns) of this thread's fragment of the warpgroup's 64 x kBlockN
-// accumulator to the bf16 buffer at shared address `buf` (rows of 128 bytes, chunks swizzled by
-// EpiSwizzle); `frag_row` is the thread's first fragment row (and frag_row + 8).
+// Columns of one bf16 slice of the epilogue: 64 (a 128-byte buffer row), or the whole tile where
+// it is narrower (the 32-column tile fills half of each row).
+template <int kBlockN>
+constexpr int kBf16SliceCols = kBlockN < 64 ? kBlockN : 64;
+
+// Writes column slice `q` (kBf16SliceCols columns) of this thread's fragment of the warpgroup's
+// 64 x kBlockN accumulator to the bf16 buffer at shared address `buf` (rows of 128 bytes, chunks
+// swizzled by EpiSwizzle); `frag_row` is the thread's first fragment row (and frag_row + 8).
 template <int kBlockN>
 __device__ __forceinline__ void WriteBf16Slice(const float (&acc)[kBlockN / 2], int q,
                                                uint32_t buf, int frag_row, int lane) {
 #pragma unroll
-  for (int jj = 0; jj < 8; ++jj) {
+  for (int jj = 0; jj < kBf16SliceCols<kBlockN> / 8; ++jj) {
     const int j = 8 * q + jj;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -615,23 +620,28 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
       }
     }
   } else {
+    // Reads: kChunks 16-byte chunks per slice row, 128 / kChunks rows per warpgroup instruction.
+    constexpr int kSliceCols = kBf16SliceCols<kBlockN>;
+    constexpr int kChunks = kSliceCols / 8;
+    constexpr int kRowsPerPass = 128 / kChunks;
+    const int chunk = tid % kChunks;
+    const int chunk_row = tid / kChunks;  // + kRowsPerPass * i
 #pragma unroll
-    for (int q = 0; q < kBlockN / 64; ++q) {
+    for (int q = 0; q < kBlockN / kSliceCols; ++q) {
       NamedBarrierSync(bar_id, 128);
       WriteBf16Slice<kBlockN>(acc, q, buf_addr, frag_row, lane);
       NamedBarrierSync(bar_id, 128);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = read_row + 16 * i;
+      for (int i = 0; i < 64 / kRowsPerPass; ++i) {
+        const int r = chunk_row + kRowsPerPass * i;
         const int row = row0 + r;
         uint4 v;
-        const uint32_t addr =
-            buf_addr + r * kEpiRowBytes + (read_chunk ^ EpiSwizzle(r, false)) * 16;
+        const uint32_t addr = buf_addr + r * kEpiRowBytes + (chunk ^ EpiSwizzle(r, false)) * 16;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                      : "r"(addr)
                      : "memory");
-        const int col = tile.n0 + 64 * q + 8 * read_chunk;
+        const int col = tile.n0 + kSliceCols * q + 8 * chunk;
         if (row < tile.row_end && col < p.n) StoreVec16(p, d_base, row, col, v);
       }
     }
@@ -771,8 +781,10 @@ __device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], uint32_t 
     WgmmaM64N192K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   } else if constexpr (kBlockN == 128) {
     WgmmaM64N128K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
-  } else {
+  } else if constexpr (kBlockN == 64) {
     WgmmaM64N64K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
+  } else {
+    WgmmaM64N32K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   }
 #pragma unroll
   for (int k = 1; k < kBlockK / 32; ++k) {
@@ -780,8 +792,10 @@ __device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], uint32_t 
       WgmmaM64N192K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
     } else if constexpr (kBlockN == 128) {
       WgmmaM64N128K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
-    } else {
+    } else if constexpr (kBlockN == 64) {
       WgmmaM64N64K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
+    } else {
+      WgmmaM64N32K32(part, SmemDesc(lo_a + 2 * k), SmemDesc(lo_b + 2 * k), true);
     }
   }
   WgmmaCommit();
@@ -1784,6 +1798,7 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
   X(128, 64, 8, 1, 1)          \
   X(128, 64, 8, 2, 1)          \
   X(64, 64, 8, 1, 1)           \
+  X(64, 32, 16, 1, 1)          \
   X(192, 128, 4, 1, 1)         \
   X(192, 128, 4, 2, 1)
 

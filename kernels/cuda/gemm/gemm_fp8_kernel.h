@@ -124,8 +124,8 @@ constexpr int kOutBoxCols = 64;
 constexpr int kOutBoxRows = 64;
 
 // Whether tiles `block_n` wide have the epilogue's TMA-store path (KernelParams::d_tma): 128 and
-// 192. The 64-wide tiles (small-M shapes, a tile or two per CTA) are built without it: with the
-// path compiled in, though not taken, 128x64 and 64x64 ran 3-8% slower on an H100
+// 192. The 64- and 32-wide tiles (small-M shapes, a tile or two per CTA) are built without it:
+// with the path compiled in, though not taken, 128x64 and 64x64 ran 3-8% slower on an H100
 // (bench/RESULTS.md, session 8).
 constexpr bool TileStoresByTma(int block_n) { return block_n >= 128; }
 
@@ -146,8 +146,8 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 // bits on every run; the flags are cleared with cudaMemsetAsync on `stream` first. The split
 // changes only the fp32 summation order of the split tiles (see KernelParams). Built: 128x128
 // with 4..6 stages (cluster 1) or 5..6 (cluster 2), 128x192 with 4 (cluster 1 or 2), 128x64
-// with 6 or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 (cluster 1), 192x128 with 4 (cluster 1
-// or 2; three consumer warpgroups, 512 threads). Returns the launch error
+// with 6 or 8 (cluster 1) or 8 (cluster 2), 64x64 with 8 and 64x32 with 16 (cluster 1), 192x128
+// with 4 (cluster 1 or 2; three consumer warpgroups, 512 threads). Returns the launch error
 // (cudaSuccess when enqueued; cudaErrorInvalidValue for a combination not built, or K-grouped
 // mode in a cluster).
 // `map_sa` and `map_sb` are read only with params.scale_tma set, which needs dense mode, 128x128

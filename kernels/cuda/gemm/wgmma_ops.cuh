@@ -230,6 +230,50 @@ __device__ __forceinline__ void WgmmaM64N192K32First(float (&d)[96], uint64_t de
       : "l"(desc_a), "l"(desc_b));
 }
 
+// D (64 x 32, f32, 16 registers per thread) (+)= A (64 x 32, e4m3, smem) * B (32 x 32, e4m3,
+// smem), both K-major. `accumulate` false overwrites D.
+__device__ __forceinline__ void WgmmaM64N32K32(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                              bool accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3\n"
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "},\n"
+      " %16, %17, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+}
+
+// D (64 x 32, f32, 16 registers per thread) = A (64 x 32, e4m3, smem) * B (32 x 32, e4m3,
+// smem), both K-major, D's old value ignored: the first k step of a fresh partial sum. D is an
+// output only, so no value of it flows in from earlier code.
+__device__ __forceinline__ void WgmmaM64N32K32First(float (&d)[16], uint64_t desc_a,
+                                                   uint64_t desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 0, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3\n"
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "},\n"
+      " %16, %17, p, 1, 1;\n"
+      "}\n"
+      :
+        "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]),
+        "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+        "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]),
+        "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15])
+      : "l"(desc_a), "l"(desc_b));
+}
+
 }  // namespace cuda_gemm
 }  // namespace kd
 

@@ -109,7 +109,7 @@ TEST(ConfigSpaceTest, Sm90SpaceHoldsExactlyTheTilesTheKernelBuilds) {
       for (int block_m : {64, 128, 192, 256}) {
         for (int block_n : {32, 64, 96, 128, 192, 256}) {
           for (int cluster : {1, 2, 4}) {
-            for (int stages = 1; stages <= 10; ++stages) {
+            for (int stages = 1; stages <= 16; ++stages) {
               GemmConfig c;
               c.block_m = block_m;
               c.block_n = block_n;
@@ -170,8 +170,10 @@ TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {
   EXPECT_EQ(*r.Default(Key("sm_90", "tn", 4096, 7168, 2048, v)), "bm128.bn192.s4.c1.r8.p0");
   // 1x56 tiles leave most of 132 SMs idle: 64-column tiles.
   EXPECT_EQ(*r.Default(Key("sm_90", "nt", 128, 7168, 2048, v)), "bm128.bn64.s8.c1.r8.p0");
-  // At most 64 rows: 64-row tiles.
-  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 64, 4096, 7168, v)), "bm64.bn64.s8.c1.r8.p0");
+  // At most 64 rows: 64-row tiles, 32 columns wide where 128 such tiles fit 132 SMs in one
+  // wave, else 64 (224 32-column tiles).
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 64, 4096, 7168, v)), "bm64.bn32.s16.c1.r8.p0");
+  EXPECT_EQ(*r.Default(Key("sm_90", "nt", 64, 7168, 2048, v)), "bm64.bn64.s8.c1.r8.p0");
   // K-grouped: each group has its own output, so tiles count over groups.
   TuneKey kg = Key("sm_90", "k_grouped_tn", 512, 1024, 8192, v);
   EXPECT_EQ(*r.Default(kg), "bm128.bn64.s8.c1.r8.p0");

@@ -311,6 +311,13 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 64, 8)},
                       DenseCase{GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8, 2)},
                       DenseCase{GemmVariant::kTN, 100, 136, 512, Config(64, 64, 8)},
+                      // 64x32: ragged N (a partial last tile), one row, TN, NN, long K.
+                      DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 32, 16)},
+                      DenseCase{GemmVariant::kNT, 50, 200, 384, Config(64, 32, 16, 2)},
+                      DenseCase{GemmVariant::kNT, 1, 136, 128, Config(64, 32, 16)},
+                      DenseCase{GemmVariant::kTN, 100, 136, 512, Config(64, 32, 16)},
+                      DenseCase{GemmVariant::kNN, 60, 208, 384, Config(64, 32, 16)},
+                      DenseCase{GemmVariant::kNT, 64, 264, 4096, Config(64, 32, 16)},
                       // 192-column tiles: a tile starting at column 192 (64 into a B scale
                       // block) straddles two B scale blocks; N past the last whole tile, one
                       // short of a tile, inside a partial last scale block, and one row.
@@ -373,7 +380,7 @@ TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 8),
                                    Config(128, 128, 6, 8, 2), Config(64, 64, 8),
-                                   Config(128, 192, 4), Config(192, 128, 4),
+                                   Config(64, 32, 16), Config(128, 192, 4), Config(192, 128, 4),
                                    Config(128, 192, 4, 8, 2), Config(192, 128, 4, 8, 2)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
@@ -459,7 +466,7 @@ TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
   for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 6),
                                    Config(128, 128, 5, 8, 2), Config(64, 64, 8),
-                                   Config(128, 192, 4), Config(192, 128, 4)}) {
+                                   Config(64, 32, 16), Config(128, 192, 4), Config(192, 128, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -658,6 +665,7 @@ INSTANTIATE_TEST_SUITE_P(
         // 64-wide tiles are built without the path.
         StorePathCase{"nt_bn64_s8", GemmVariant::kNT, 520, 392, 256, Config(128, 64, 8), 4, false},
         StorePathCase{"nt_bm64_bn64", GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8), 2, false},
+        StorePathCase{"nt_bm64_bn32", GemmVariant::kNT, 130, 200, 384, Config(64, 32, 16), 2, false},
         // 128x192 unclustered (cp.async scales, one buffer): TN and NN.
         StorePathCase{"tn_bn192_one_buffer", GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4),
                       2, true},
@@ -948,8 +956,10 @@ INSTANTIATE_TEST_SUITE_P(
         DenseCase{GemmVariant::kNT, 400, 392, 2176, WithCtas(Config(128, 128, 6), 12)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, WithCtas(Config(128, 128, 6), 12)},
         DenseCase{GemmVariant::kTN, 400, 392, 1024, Config(128, 192, 4)},
-        // 64x64, 64 tiles: 2 slices each; 128x64 in clusters of 2.
+        // 64x64, 64 tiles: 2 slices each; 128x64 in clusters of 2. 64x32 on 8 CTAs, 25 tiles:
+        // three full waves, then one tile in slices.
         DenseCase{GemmVariant::kNT, 64, 4096, 1024, Config(64, 64, 8)},
+        DenseCase{GemmVariant::kNT, 60, 800, 2048, WithCtas(Config(64, 32, 16), 8)},
         DenseCase{GemmVariant::kNT, 130, 1000, 1024, Config(128, 64, 8, 8, 2)},
         DenseCase{GemmVariant::kNN, 520, 400, 1024, Config(128, 192, 4, 3)},
         // 192x128: 16 tiles, 16 K blocks: 4 slices each. 8 CTAs in clusters of 2: 5 M tiles

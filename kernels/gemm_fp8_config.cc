@@ -128,7 +128,8 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block. Where 32-column tiles fit the
   // SMs in one wave, the 64x32 tile with 16 stages keeps more of B in flight per SM and needs no
-  // split along K.
+  // split along K: on an H100 it beat 64x64 by 1-28% at five such shapes (64x4096x7168 +10%) and
+  // lost 15-20% at two with more than one wave of them (bench/RESULTS.md, session 15).
   if (rows <= 64) {
     c.block_m = 64;
     c.block_n = 64;

@@ -125,6 +125,7 @@ constexpr int64_t kClusterGroupRows = 4096;
 GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
                                int sm_count, bool nt, int64_t m_groups) {
   GemmConfig c;
+  const int64_t sms = std::max(1, sm_count);
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block. Where 32-column tiles fit the
   // SMs in one wave, the 64x32 tile with 16 stages keeps more of B in flight per SM and needs no
@@ -134,7 +135,7 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     c.block_m = 64;
     c.block_n = 64;
     c.stages = 8;
-    if (groups * ((cols + 31) / 32) <= std::max(1, sm_count)) {
+    if (groups * ((cols + 31) / 32) <= sms) {
       c.block_n = 32;
       c.stages = 16;
     }
@@ -142,7 +143,6 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
   }
   const int64_t m_tiles = groups * ((rows + 127) / 128);
   const int64_t tiles128 = m_tiles * ((cols + 127) / 128);
-  const int64_t sms = std::max(1, sm_count);
   // NOTE: with fewer 128-wide tiles than about 3/4 of the SMs, most of the chip would idle;
   // 64-wide tiles double the count at a lower per-tile efficiency.
   if (tiles128 * 4 < sms * 3) {

@@ -60,11 +60,10 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 // outputs (K-grouped; else 1) on a device of `sm_count` SMs; `nt`: the variant is NT (or NN,
 // which runs as NT); `m_groups`: for M-grouped NT its number of groups (b's shape[0]), else 0.
 // 64x32 tiles for at most 64 rows where their tiles fit the SMs in one wave, else 64x64; 128x64
-// when 128-column tiles would leave most SMs idle; else
-// 128x128 or 128x192, whichever waves of persistent CTAs are estimated to take less time, the
-// 128x192 tile in clusters of 2 with 8 waves of clusters or more for NT and for M-grouped with
-// at least 4096 rows per group on average, and for NT with K <= 7168 the 192x128 tile in
-// clusters of 2 instead of 128x192.
+// when 128-column tiles would leave most SMs idle; else 128x128 or 128x192, whichever waves of
+// persistent CTAs are estimated to take less time, the 128x192 tile in clusters of 2 with 8
+// waves of clusters or more for NT and for M-grouped with at least 4096 rows per group on
+// average, and for NT with K <= 1536 the 192x128 tile in clusters of 2 instead of 128x192.
 GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
                                int sm_count, bool nt, int64_t m_groups);
 

@@ -91,21 +91,26 @@ std::optional<absl::StatusOr<double>> SubmitRingClient::Call(
     if (state == sr::kReply) break;
     if (state != sr::kRequest && state != sr::kTaken) {
       ReleaseSlot(i, kAbandoned);
-      return absl::StatusOr<double>(absl::InternalError(absl::StrCat("submit ring slot ", i, " is in state ", state, ", neither REQUEST, TAKEN nor REPLY")));
+      return absl::StatusOr<double>(absl::InternalError(absl::StrCat(
+          "submit ring slot ", i, " is in state ", state, ", neither REQUEST, TAKEN nor REPLY")));
     }
     if (state == sr::kRequest && header->detached.load() != 0) {
       uint32_t expected = sr::kRequest;
       if (slot->state.compare_exchange_strong(expected, sr::kFree)) {
         ReleaseSlot(i, kUnused);
         absl::Status s = session_status();
-        return absl::StatusOr<double>(s.ok() ? absl::UnavailableError("the daemon detached the submit ring before it took the request") : s);
+        return absl::StatusOr<double>(
+            s.ok() ? absl::UnavailableError(
+                         "the daemon detached the submit ring before it took the request")
+                   : s);
       }
       continue;  // taken meanwhile: its reply comes
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       ReleaseSlot(i, kAbandoned);
-      return absl::StatusOr<double>(absl::DeadlineExceededError("the op's deadline passed while it ran on the submit ring"));
+      return absl::StatusOr<double>(
+          absl::DeadlineExceededError("the op's deadline passed while it ran on the submit ring"));
     }
     if (now < spin_end) {
       sr::SpinPause(spins);
@@ -128,12 +133,16 @@ std::optional<absl::StatusOr<double>> SubmitRingClient::Call(
 
   const uint32_t length = slot->length;
   v1::RingReply reply;
-  const bool parsed = length <= slot_bytes_ && reply.ParseFromArray(sr::Payload(slot), static_cast<int>(length));
+  const bool parsed =
+      length <= slot_bytes_ && reply.ParseFromArray(sr::Payload(slot), static_cast<int>(length));
   slot->state.store(sr::kFree);
   ReleaseSlot(i, kUnused);
-  if (!parsed) return absl::StatusOr<double>(absl::InternalError(absl::StrCat("submit ring slot ", i, ": the reply is not a RingReply")));
+  if (!parsed)
+    return absl::StatusOr<double>(absl::InternalError(
+        absl::StrCat("submit ring slot ", i, ": the reply is not a RingReply")));
   if (reply.code() != 0) {
-    return absl::StatusOr<double>(absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message()));
+    return absl::StatusOr<double>(
+        absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message()));
   }
   return absl::StatusOr<double>(reply.kernel_seconds());
 }

@@ -26,17 +26,28 @@ size_t DTypeSize(DType dtype) {
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kE4M3FN: return "e4m3fn";
-    case DType::kE4M3FNUZ: return "e4m3fnuz";
-    case DType::kE5M2: return "e5m2";
-    case DType::kE8M0: return "e8m0";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
-    case DType::kInvalid: break;
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kE4M3FN:
+      return "e4m3fn";
+    case DType::kE4M3FNUZ:
+      return "e4m3fnuz";
+    case DType::kE5M2:
+      return "e5m2";
+    case DType::kE8M0:
+      return "e8m0";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
+    case DType::kInvalid:
+      break;
   }
   return "invalid";
 }
@@ -51,10 +62,14 @@ bool IsHighPrecisionFloat(DType dtype) {
 
 float Fp8Max(DType dtype) {
   switch (dtype) {
-    case DType::kE4M3FN: return 448.0f;
-    case DType::kE4M3FNUZ: return 240.0f;
-    case DType::kE5M2: return 57344.0f;
-    default: return 0.0f;
+    case DType::kE4M3FN:
+      return 448.0f;
+    case DType::kE4M3FNUZ:
+      return 240.0f;
+    case DType::kE5M2:
+      return 57344.0f;
+    default:
+      return 0.0f;
   }
 }
 

@@ -18,8 +18,8 @@ absl::Status Invalid(Parts&&... parts) {
 }  // namespace
 
 std::string GemmConfigToString(const GemmConfig& c) {
-  return absl::StrCat("bm", c.block_m, ".bn", c.block_n, ".s", c.stages, ".c", c.cluster,
-                      ".r", c.raster_group, ".p", c.num_ctas);
+  return absl::StrCat("bm", c.block_m, ".bn", c.block_n, ".s", c.stages, ".c", c.cluster, ".r",
+                      c.raster_group, ".p", c.num_ctas);
 }
 
 absl::Status CheckGemmConfig(const GemmConfig& c) {
@@ -45,11 +45,16 @@ absl::Status CheckGemmConfig(const GemmConfig& c) {
     return Invalid("config.cluster=", c.cluster, " is not built with block_m=64 (only 1)");
   }
   bool stages_ok;
-  if (c.block_n == 192 || c.block_m == 192) stages_ok = c.stages == 4;
-  else if (c.block_n == 32) stages_ok = c.stages == 16;
-  else if (c.block_m == 64) stages_ok = c.stages == 8;
-  else if (c.block_n == 128) stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
-  else stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
+  if (c.block_n == 192 || c.block_m == 192)
+    stages_ok = c.stages == 4;
+  else if (c.block_n == 32)
+    stages_ok = c.stages == 16;
+  else if (c.block_m == 64)
+    stages_ok = c.stages == 8;
+  else if (c.block_n == 128)
+    stages_ok = c.stages >= (c.cluster == 2 ? 5 : 4) && c.stages <= 6;
+  else
+    stages_ok = c.stages == 8 || (c.cluster == 1 && c.stages == 6);
   if (!stages_ok) {
     return Invalid("config.stages=", c.stages, " is not built for a ", c.block_m, "x", c.block_n,
                    " tile with cluster ", c.cluster,
@@ -122,8 +127,8 @@ constexpr int64_t kShortK = 1536;
 // Mean rows per M group from which M-grouped NT pairs its 128x192 tiles in clusters of 2.
 constexpr int64_t kClusterGroupRows = 4096;
 
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
-                               int sm_count, bool nt, int64_t m_groups) {
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups, int sm_count,
+                               bool nt, int64_t m_groups) {
   GemmConfig c;
   const int64_t sms = std::max(1, sm_count);
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64

@@ -77,12 +77,13 @@ absl::Status ValidateUnpad(const UnpadArgs& a) {
   KD_RETURN_IF_ERROR(CheckTensor(a.output, "output", 2, {a.input.dtype}));
   KD_RETURN_IF_ERROR(CheckAlignment(a.alignment));
   if (a.output.shape[1] != a.input.shape[1]) {
-    return Invalid("output.shape[1]=", a.output.shape[1], " must equal input.shape[1]=",
-                   a.input.shape[1]);
+    return Invalid("output.shape[1]=", a.output.shape[1],
+                   " must equal input.shape[1]=", a.input.shape[1]);
   }
   if (a.input.shape[0] < a.output.shape[0]) {
-    return Invalid("input.shape[0]=", a.input.shape[0], " must be >= output.shape[0]=",
-                   a.output.shape[0], " (the padded tensor holds every row)");
+    return Invalid("input.shape[0]=", a.input.shape[0],
+                   " must be >= output.shape[0]=", a.output.shape[0],
+                   " (the padded tensor holds every row)");
   }
   return absl::OkStatus();
 }
@@ -105,27 +106,42 @@ bool IsOutputField(absl::string_view field) {
 
 absl::string_view GranularityName(QuantGranularity g) {
   switch (g) {
-    case QuantGranularity::k1x128: return "1x128";
-    case QuantGranularity::k128x1: return "128x1";
-    case QuantGranularity::k128x128: return "128x128";
-    case QuantGranularity::kPerRow: return "per_row";
-    case QuantGranularity::kPerTensor: return "per_tensor";
-    case QuantGranularity::kMx1x32: return "mx1x32";
-    case QuantGranularity::kJaggedRowwise: return "jagged_rowwise";
-    case QuantGranularity::kJaggedColwise: return "jagged_colwise";
-    case QuantGranularity::kInvalid: break;
+    case QuantGranularity::k1x128:
+      return "1x128";
+    case QuantGranularity::k128x1:
+      return "128x1";
+    case QuantGranularity::k128x128:
+      return "128x128";
+    case QuantGranularity::kPerRow:
+      return "per_row";
+    case QuantGranularity::kPerTensor:
+      return "per_tensor";
+    case QuantGranularity::kMx1x32:
+      return "mx1x32";
+    case QuantGranularity::kJaggedRowwise:
+      return "jagged_rowwise";
+    case QuantGranularity::kJaggedColwise:
+      return "jagged_colwise";
+    case QuantGranularity::kInvalid:
+      break;
   }
   return "invalid";
 }
 
 absl::string_view GemmVariantName(GemmVariant v) {
   switch (v) {
-    case GemmVariant::kNT: return "nt";
-    case GemmVariant::kNN: return "nn";
-    case GemmVariant::kTN: return "tn";
-    case GemmVariant::kMGroupedNT: return "m_grouped_nt";
-    case GemmVariant::kKGroupedTN: return "k_grouped_tn";
-    case GemmVariant::kInvalid: break;
+    case GemmVariant::kNT:
+      return "nt";
+    case GemmVariant::kNN:
+      return "nn";
+    case GemmVariant::kTN:
+      return "tn";
+    case GemmVariant::kMGroupedNT:
+      return "m_grouped_nt";
+    case GemmVariant::kKGroupedTN:
+      return "k_grouped_tn";
+    case GemmVariant::kInvalid:
+      break;
   }
   return "invalid";
 }
@@ -138,8 +154,10 @@ absl::string_view OpName(const Op& op) {
 std::string OpVariantLabel(const Op& op) {
   if (auto* q = std::get_if<QuantizeArgs>(&op)) {
     std::string label(GranularityName(q->granularity));
-    if (q->output_t.present()) label += "_dual";
-    else if (q->transpose_output) label += "_t";
+    if (q->output_t.present())
+      label += "_dual";
+    else if (q->transpose_output)
+      label += "_t";
     return label;
   }
   if (auto* g = std::get_if<GemmArgs>(&op)) return std::string(GemmVariantName(g->variant));
@@ -233,10 +251,14 @@ NamedTensors OpTensors(const Op& op) {
 
 absl::Status Validate(const Op& op) {
   absl::Status status;
-  if (auto* q = std::get_if<QuantizeArgs>(&op)) status = internal::ValidateQuantize(*q);
-  else if (auto* g = std::get_if<GemmArgs>(&op)) status = internal::ValidateGemm(*g);
-  else if (auto* p = std::get_if<PadArgs>(&op)) status = internal::ValidatePad(*p);
-  else if (auto* u = std::get_if<UnpadArgs>(&op)) status = internal::ValidateUnpad(*u);
+  if (auto* q = std::get_if<QuantizeArgs>(&op))
+    status = internal::ValidateQuantize(*q);
+  else if (auto* g = std::get_if<GemmArgs>(&op))
+    status = internal::ValidateGemm(*g);
+  else if (auto* p = std::get_if<PadArgs>(&op))
+    status = internal::ValidatePad(*p);
+  else if (auto* u = std::get_if<UnpadArgs>(&op))
+    status = internal::ValidateUnpad(*u);
   if (!status.ok()) return status;
 
   const NamedTensors tensors = OpTensors(op);
@@ -245,7 +267,8 @@ absl::Status Validate(const Op& op) {
       return absl::FailedPreconditionError(absl::StrCat(
           nt.field, " is on ", BackendName(nt.tensor->loc.kind), ":", nt.tensor->loc.device,
           " but ", tensors.front().field, " is on ", BackendName(tensors.front().tensor->loc.kind),
-          ":", tensors.front().tensor->loc.device, "; every tensor of an op must be on one device"));
+          ":", tensors.front().tensor->loc.device,
+          "; every tensor of an op must be on one device"));
     }
   }
   for (const NamedTensor& out : tensors) {

@@ -3,10 +3,10 @@
 #define KERNELD_KERNELS_OPS_INTERNAL_H_
 
 #include <initializer_list>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kerneld/kernels/ops.h"
 
 namespace kd {

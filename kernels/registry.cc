@@ -20,13 +20,13 @@ absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
   }
 #endif
   if (want != "auto" && want != "cpu" && registry->backends_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backend=", want, " was asked for but is not compiled in or found no device"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend=", want, " was asked for but is not compiled in or found no device"));
   }
   // The CPU backend is always there, registered last: it is the reference.
   registry->backends_.push_back(CreateCpuBackend(options.cpu_threads));
-  registry->default_ = want == "cpu" ? registry->backends_.back().get()
-                                     : registry->backends_.front().get();
+  registry->default_ =
+      want == "cpu" ? registry->backends_.back().get() : registry->backends_.front().get();
   return registry;
 }
 

@@ -7,9 +7,12 @@ namespace kd {
 
 absl::string_view BackendName(BackendKind kind) {
   switch (kind) {
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kCuda: return "cuda";
-    case BackendKind::kHip: return "hip";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
+    case BackendKind::kHip:
+      return "hip";
   }
   return "unknown";
 }

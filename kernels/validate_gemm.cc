@@ -100,8 +100,8 @@ absl::Status ValidateGemm(const GemmArgs& a) {
       }
       KD_RETURN_IF_ERROR(CheckReduction(r, "a.shape[1]"));
       KD_RETURN_IF_ERROR(CheckShape(a.a_scales, "a_scales", {m, r / kQuantBlock}));
-      KD_RETURN_IF_ERROR(CheckShape(a.b_scales, "b_scales",
-                                    {experts, CeilDiv(n, kQuantBlock), r / kQuantBlock}));
+      KD_RETURN_IF_ERROR(
+          CheckShape(a.b_scales, "b_scales", {experts, CeilDiv(n, kQuantBlock), r / kQuantBlock}));
       KD_RETURN_IF_ERROR(CheckTensor(a.group_ends, "group_ends", 1, {DType::kI32, DType::kI64}));
       KD_RETURN_IF_ERROR(CheckShape(a.group_ends, "group_ends", {experts}));
       return CheckShape(a.d, "d", {m, n});

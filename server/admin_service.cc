@@ -9,8 +9,6 @@
 namespace kd {
 namespace {
 
-
-
 absl::Status Denied(const char* method) {
   return absl::PermissionDeniedError(absl::StrCat(
       method, " is an admin method: call it on the admin socket, not the data socket"));
@@ -41,8 +39,7 @@ class AdminService final : public v1::Admin::CallbackService {
     return new Refused(s);
   }
 
-  grpc::ServerUnaryReactor* ListCache(grpc::CallbackServerContext* ctx,
-                                      const v1::ListCacheRequest*,
+  grpc::ServerUnaryReactor* ListCache(grpc::CallbackServerContext* ctx, const v1::ListCacheRequest*,
                                       v1::ListCacheResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "ListCache", ctx);
     if (!trusted_) return call.Finish(Denied("ListCache"));

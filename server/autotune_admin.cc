@@ -98,8 +98,8 @@ class TuneReactor : public grpc::ServerWriteReactor<v1::TuneProgress> {
     for (int i = 0; i < req.shapes_size(); ++i) {
       const v1::TuneShape& s = req.shapes(i);
       if (!s.op().empty() && s.op() != "gemm") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "shapes[", i, "].op=\"", s.op(), "\" is not tunable (only \"gemm\")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shapes[", i, "].op=\"", s.op(), "\" is not tunable (only \"gemm\")"));
       }
       job.shapes.push_back(TuneShapeFromProto(s));
     }
@@ -183,8 +183,8 @@ GemmTuneShape TuneShapeFromProto(const v1::TuneShape& s) {
   out.n = s.n();
   out.k = s.k();
   out.groups = s.groups() == 0 ? 1 : s.groups();
-  out.out_dtype = s.out_dtype() == v1::DTYPE_UNSPECIFIED ? DType::kBF16
-                                                         : static_cast<DType>(s.out_dtype());
+  out.out_dtype =
+      s.out_dtype() == v1::DTYPE_UNSPECIFIED ? DType::kBF16 : static_cast<DType>(s.out_dtype());
   return out;
 }
 

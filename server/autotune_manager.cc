@@ -151,8 +151,8 @@ absl::Status AutotuneManager::Start() {
       c->devices.push_back(d);
       c->properties = p;
       if (!options_.cache_dir.empty()) {
-        c->path = absl::StrCat(options_.cache_dir, "/autotune-", b->name(), "-",
-                               FileSafe(p.name), ".cache");
+        c->path = absl::StrCat(options_.cache_dir, "/autotune-", b->name(), "-", FileSafe(p.name),
+                               ".cache");
       }
       TuneCacheOptions o;
       o.path = c->path;
@@ -268,8 +268,8 @@ absl::Status AutotuneManager::Pin(absl::string_view key_text, absl::string_view 
   if (!key.ok()) return key.status();
   ModelCache* c = FindForKey(*key);
   if (c == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no device of this node is a \"", key->device,
-                                            "\" (", key->arch, ")"));
+    return absl::NotFoundError(
+        absl::StrCat("no device of this node is a \"", key->device, "\" (", key->arch, ")"));
   }
   const absl::Status s = c->cache->Pin(*key, config);
   if (s.ok()) Persist(*c);
@@ -281,8 +281,8 @@ absl::Status AutotuneManager::Unpin(absl::string_view key_text) {
   if (!key.ok()) return key.status();
   ModelCache* c = FindForKey(*key);
   if (c == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no device of this node is a \"", key->device,
-                                            "\" (", key->arch, ")"));
+    return absl::NotFoundError(
+        absl::StrCat("no device of this node is a \"", key->device, "\" (", key->arch, ")"));
   }
   const absl::Status s = c->cache->Unpin(*key);
   if (s.ok()) Persist(*c);
@@ -306,8 +306,8 @@ size_t AutotuneManager::Entries() const {
 }
 
 TuneKey AutotuneManager::GemmKey(const ModelCache& c, const GemmTuneShape& s) const {
-  const ConfigSpace* space = ConfigSpaceRegistry::Builtin().Find(
-      "gemm", GemmVariantName(s.variant), c.properties.arch);
+  const ConfigSpace* space =
+      ConfigSpaceRegistry::Builtin().Find("gemm", GemmVariantName(s.variant), c.properties.arch);
   return MakeGemmTuneKey(s.variant, InputDType(c.properties.arch), s.out_dtype, s.m, s.n, s.k,
                          s.groups, c.properties, space == nullptr ? 0 : space->kernel_version);
 }
@@ -321,8 +321,8 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
   }
   ModelCache* c = Find(backend, job.device);
   if (c == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("device=", job.device, " does not exist on ",
-                                                   backend->name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device=", job.device, " does not exist on ", backend->name()));
   }
   if (job.shapes.empty() && !job.from_misses) {
     return absl::InvalidArgumentError("shapes is empty and from_misses is false: nothing to tune");
@@ -344,16 +344,17 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
   if (job.budget_seconds > 0) options.budget_seconds = job.budget_seconds;
   const HarnessFactory harness =
       c->harness ? c->harness : HarnessFactory([backend](const TuneKey&) {
-        return absl::StatusOr<std::unique_ptr<TuneHarness>>(absl::UnimplementedError(absl::StrCat(
-            "the ", backend->name(), " backend has no tuning harness yet")));
+        return absl::StatusOr<std::unique_ptr<TuneHarness>>(absl::UnimplementedError(
+            absl::StrCat("the ", backend->name(), " backend has no tuning harness yet")));
       });
   WallTimer timer;
-  TuneKeys(keys, *c->cache, ConfigSpaceRegistry::Builtin(), harness, timer, options,
-           [&](const TuneProgressEvent& e) {
-             Record(e);
-             if (progress) progress(e);
-           },
-           cancelled);
+  TuneKeys(
+      keys, *c->cache, ConfigSpaceRegistry::Builtin(), harness, timer, options,
+      [&](const TuneProgressEvent& e) {
+        Record(e);
+        if (progress) progress(e);
+      },
+      cancelled);
   Persist(*c);
   return absl::OkStatus();
 }

@@ -33,7 +33,8 @@ absl::Status PrepareSocketPath(const std::string& path) {
   if (slash != std::string::npos && slash > 0) {
     const std::string dir = path.substr(0, slash);
     if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
     }
   }
   return absl::OkStatus();
@@ -42,9 +43,12 @@ absl::Status PrepareSocketPath(const std::string& path) {
 absl::Status SetSocketMode(const std::string& path, mode_t mode, const std::string& group) {
   if (!group.empty()) {
     struct group* g = getgrnam(group.c_str());
-    if (g == nullptr) return absl::InvalidArgumentError(absl::StrCat("socket_group=\"", group, "\" is not a known group"));
+    if (g == nullptr)
+      return absl::InvalidArgumentError(
+          absl::StrCat("socket_group=\"", group, "\" is not a known group"));
     if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat("chown ", path, " to group ", group, ": ", strerror(errno)));
+      return absl::PermissionDeniedError(
+          absl::StrCat("chown ", path, " to group ", group, ": ", strerror(errno)));
     }
   }
   if (chmod(path.c_str(), mode) != 0) {
@@ -62,14 +66,17 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   KD_RETURN_IF_ERROR(PrepareSocketPath(socket));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", socket), grpc::InsecureServerCredentials());
-  if (!tcp_address.empty()) builder.AddListeningPort(tcp_address, grpc::InsecureServerCredentials());
+  if (!tcp_address.empty())
+    builder.AddListeningPort(tcp_address, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);
   const mode_t old_umask = umask(0777 & ~mode);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_umask);
   if (server == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", socket, tcp_address.empty() ? "" : absl::StrCat(" and ", tcp_address)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix:", socket,
+                     tcp_address.empty() ? "" : absl::StrCat(" and ", tcp_address)));
   }
   KD_RETURN_IF_ERROR(SetSocketMode(socket, mode, group));
   return server;
@@ -87,13 +94,16 @@ absl::Status Daemon::Start() {
   std::vector<std::string> names;
   for (Backend* b : backends_->All()) names.push_back(std::string(b->name()));
   metrics_ = std::make_unique<Metrics>(KerneldVersion(), absl::StrJoin(names, ","));
-  if (!options_.metrics_address.empty()) KD_RETURN_IF_ERROR(metrics_->Serve(options_.metrics_address));
+  if (!options_.metrics_address.empty())
+    KD_RETURN_IF_ERROR(metrics_->Serve(options_.metrics_address));
   sessions_ = std::make_unique<SessionManager>(options_.limits);
   autotune_ = std::make_unique<AutotuneManager>(backends_.get(), metrics_.get(), options_.autotune);
   KD_RETURN_IF_ERROR(autotune_->Start());
   executor_ = std::make_unique<Executor>(
       backends_.get(), metrics_.get(),
-      [tuning = autotune_.get()](Backend* b, int device, Op& op) { tuning->Configure(b, device, op); },
+      [tuning = autotune_.get()](Backend* b, int device, Op& op) {
+        tuning->Configure(b, device, op);
+      },
       options_.inline_async);
   KD_RETURN_IF_ERROR(executor_->Start());
 
@@ -102,21 +112,22 @@ absl::Status Daemon::Start() {
   denied_admin_service_ = MakeAdminService(this, /*trusted=*/false);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  KD_ASSIGN_OR_RETURN(data_server_,
-                      StartServer(options_.data_socket, 0660, options_.socket_group,
-                                  options_.tcp_address, options_.max_message_bytes,
-                                  {data_service_.get(), denied_admin_service_.get()}));
-  KD_ASSIGN_OR_RETURN(admin_server_, StartServer(options_.admin_socket, 0600, "", "",
-                                                 options_.max_message_bytes,
-                                                 {admin_service_.get()}));
+  KD_ASSIGN_OR_RETURN(
+      data_server_,
+      StartServer(options_.data_socket, 0660, options_.socket_group, options_.tcp_address,
+                  options_.max_message_bytes, {data_service_.get(), denied_admin_service_.get()}));
+  KD_ASSIGN_OR_RETURN(admin_server_,
+                      StartServer(options_.admin_socket, 0600, "", "", options_.max_message_bytes,
+                                  {admin_service_.get()}));
   data_server_->GetHealthCheckService()->SetServingStatus(true);
   admin_server_->GetHealthCheckService()->SetServingStatus(true);
   reaper_ = std::thread([this] { ReapLoop(); });
-  Log("kerneld %s serving: data unix:%s%s, admin unix:%s, metrics %s, backends %s", KerneldVersion(),
-      options_.data_socket.c_str(),
+  Log("kerneld %s serving: data unix:%s%s, admin unix:%s, metrics %s, backends %s",
+      KerneldVersion(), options_.data_socket.c_str(),
       options_.tcp_address.empty() ? "" : absl::StrCat(" and ", options_.tcp_address).c_str(),
       options_.admin_socket.c_str(),
-      metrics_->address().empty() ? "(off)" : ("http://" + metrics_->address() + "/metrics").c_str(),
+      metrics_->address().empty() ? "(off)"
+                                  : ("http://" + metrics_->address() + "/metrics").c_str(),
       absl::StrJoin(names, ",").c_str());
   return absl::OkStatus();
 }

@@ -14,8 +14,6 @@
 namespace kd {
 namespace {
 
-
-
 // The OpenSession stream. It carries the session id in its first message and then stays open:
 // when it ends for any reason (client cancel, client death, daemon shutdown) the session is
 // closed, and when the session ends first (CloseSession, lease expiry) the stream is finished.
@@ -193,33 +191,29 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
 
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* ctx, const v1::GemmRequest* req,
                                  v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(),
-                  req->completion(), 1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.Gemm(req->op()); }),
+    return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(), req->completion(),
+                  1, /*batched=*/false, BuildOne([req](OpBinder& b) { return b.Gemm(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
   grpc::ServerUnaryReactor* Pad(grpc::CallbackServerContext* ctx, const v1::PadRequest* req,
                                 v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(),
-                  1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.Pad(req->op()); }),
+    return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(), 1,
+                  /*batched=*/false, BuildOne([req](OpBinder& b) { return b.Pad(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
   grpc::ServerUnaryReactor* Unpad(grpc::CallbackServerContext* ctx, const v1::UnpadRequest* req,
                                   v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(),
-                  req->completion(), 1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.Unpad(req->op()); }),
+    return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(), req->completion(),
+                  1, /*batched=*/false, BuildOne([req](OpBinder& b) { return b.Unpad(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Submit", ctx), req->session_id(),
-                  req->completion(), req->ops_size(), /*batched=*/true,
-                  BuildBatch(req),
+    return RunOps(RpcCall(&daemon_->metrics(), "Submit", ctx), req->session_id(), req->completion(),
+                  req->ops_size(), /*batched=*/true, BuildBatch(req),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
@@ -265,12 +259,18 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   // The ops of a ring request, bound as the matching unary RPC binds them.
   static absl::Status BindRing(const v1::RingRequest& r, OpBinder& b, std::vector<Op>& ops) {
     switch (r.call_case()) {
-      case v1::RingRequest::kQuantize: return BindOne(b.Quantize(r.quantize().op()), ops);
-      case v1::RingRequest::kGemm: return BindOne(b.Gemm(r.gemm().op()), ops);
-      case v1::RingRequest::kPad: return BindOne(b.Pad(r.pad().op()), ops);
-      case v1::RingRequest::kUnpad: return BindOne(b.Unpad(r.unpad().op()), ops);
-      case v1::RingRequest::kSubmit: return BindBatch(r.submit(), b, ops);
-      case v1::RingRequest::CALL_NOT_SET: break;
+      case v1::RingRequest::kQuantize:
+        return BindOne(b.Quantize(r.quantize().op()), ops);
+      case v1::RingRequest::kGemm:
+        return BindOne(b.Gemm(r.gemm().op()), ops);
+      case v1::RingRequest::kPad:
+        return BindOne(b.Pad(r.pad().op()), ops);
+      case v1::RingRequest::kUnpad:
+        return BindOne(b.Unpad(r.unpad().op()), ops);
+      case v1::RingRequest::kSubmit:
+        return BindBatch(r.submit(), b, ops);
+      case v1::RingRequest::CALL_NOT_SET:
+        break;
     }
     return absl::OkStatus();  // not reached: RunRing answers CALL_NOT_SET itself
   }
@@ -279,11 +279,14 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                             v1::AttachSubmitRingResponse* resp) {
     if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
     if (!daemon_->options().submit_rings) {
-      return absl::FailedPreconditionError("submit rings are disabled on this daemon (--submit_rings=false); use the unary calls");
+      return absl::FailedPreconditionError(
+          "submit rings are disabled on this daemon (--submit_rings=false); use the unary calls");
     }
-    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, daemon_->sessions().Find(req.session_id()));
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                        daemon_->sessions().Find(req.session_id()));
     if (session->HasAttachment(kSubmitRingAttachment)) {
-      return absl::AlreadyExistsError(absl::StrCat("session_id=\"", session->id(), "\" already has a submit ring"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("session_id=\"", session->id(), "\" already has a submit ring"));
     }
     // The ring is client shm like a registered buffer: the CPU backend (always present) maps
     // it, checks its name and size, and watches it for truncation.
@@ -294,11 +297,11 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                         daemon_->backends().Get(BackendKind::kCpu)->Import(handle));
     KD_ASSIGN_OR_RETURN(
         std::unique_ptr<SubmitRingServer> ring,
-        SubmitRingServer::Open(std::move(region), daemon_->options().ring_spin,
-                               [this, id = session->id()](const v1::RingRequest& r,
-                                                          SubmitRingServer::ReplyFn reply) {
-                                 RunRing(id, r, std::move(reply));
-                               }));
+        SubmitRingServer::Open(
+            std::move(region), daemon_->options().ring_spin,
+            [this, id = session->id()](const v1::RingRequest& r, SubmitRingServer::ReplyFn reply) {
+              RunRing(id, r, std::move(reply));
+            }));
     resp->set_slots(ring->slots());
     resp->set_slot_bytes(ring->slot_bytes());
     return session->Attach(kSubmitRingAttachment, std::move(ring));
@@ -337,27 +340,35 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
         batched = true;
         break;
       case v1::RingRequest::CALL_NOT_SET:
-        reply(absl::InvalidArgumentError("call is not set (one of quantize, gemm, pad, unpad, submit)"), 0.0);
+        reply(absl::InvalidArgumentError(
+                  "call is not set (one of quantize, gemm, pad, unpad, submit)"),
+              0.0);
         return;
     }
-    StartOps(start, session_id, *completion, op_count, batched, /*caller_may_block=*/true,
-             [&r](OpBinder& b, std::vector<Op>& ops) { return BindRing(r, b, ops); },
-             [metrics = &daemon_->metrics(), method, start, reply = std::move(reply)](
-                 const absl::Status& status, double seconds) {
-               metrics->ObserveRpc(method, absl::StatusCodeToString(status.code()),
-                                   absl::ToDoubleSeconds(absl::Now() - start));
-               reply(status, seconds);
-             });
+    StartOps(
+        start, session_id, *completion, op_count, batched, /*caller_may_block=*/true,
+        [&r](OpBinder& b, std::vector<Op>& ops) { return BindRing(r, b, ops); },
+        [metrics = &daemon_->metrics(), method, start, reply = std::move(reply)](
+            const absl::Status& status, double seconds) {
+          metrics->ObserveRpc(method, absl::StatusCodeToString(status.code()),
+                              absl::ToDoubleSeconds(absl::Now() - start));
+          reply(status, seconds);
+        });
   }
 
   static std::string OpPrefix(int i, const v1::Op& op) {
-    const char* kind = op.has_quantize() ? "quantize" : op.has_gemm() ? "gemm" : op.has_pad() ? "pad" : op.has_unpad() ? "unpad" : "";
+    const char* kind = op.has_quantize() ? "quantize"
+                       : op.has_gemm()   ? "gemm"
+                       : op.has_pad()    ? "pad"
+                       : op.has_unpad()  ? "unpad"
+                                         : "";
     return *kind ? absl::StrCat("ops[", i, "].", kind, ".") : absl::StrCat("ops[", i, "].");
   }
 
   absl::Status DoRegister(const v1::RegisterBufferRequest& req, v1::RegisterBufferResponse* resp) {
     if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
-    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, daemon_->sessions().Find(req.session_id()));
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                        daemon_->sessions().Find(req.session_id()));
     MemoryHandle handle;
     handle.size = req.size();
     Backend* backend = nullptr;
@@ -369,15 +380,20 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       case v1::RegisterBufferRequest::kIpc: {
         const v1::IpcMemHandle& ipc = req.ipc();
         if (ipc.kind() != v1::IpcMemHandle::CUDA && ipc.kind() != v1::IpcMemHandle::HIP) {
-          return absl::InvalidArgumentError(absl::StrCat("ipc.kind=", ipc.kind(), " must be CUDA or HIP"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("ipc.kind=", ipc.kind(), " must be CUDA or HIP"));
         }
-        const BackendKind kind = ipc.kind() == v1::IpcMemHandle::CUDA ? BackendKind::kCuda : BackendKind::kHip;
+        const BackendKind kind =
+            ipc.kind() == v1::IpcMemHandle::CUDA ? BackendKind::kCuda : BackendKind::kHip;
         backend = daemon_->backends().Get(kind);
         if (backend == nullptr) {
-          return absl::FailedPreconditionError(absl::StrCat("ipc.kind=", BackendName(kind), " but this daemon has no ", BackendName(kind), " backend"));
+          return absl::FailedPreconditionError(absl::StrCat("ipc.kind=", BackendName(kind),
+                                                            " but this daemon has no ",
+                                                            BackendName(kind), " backend"));
         }
         if (ipc.device() < 0 || ipc.device() >= backend->DeviceCount()) {
-          return absl::InvalidArgumentError(absl::StrCat("ipc.device=", ipc.device(), " must be in [0, ", backend->DeviceCount(), ")"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "ipc.device=", ipc.device(), " must be in [0, ", backend->DeviceCount(), ")"));
         }
         handle.ipc_handle = ipc.handle();
         handle.offset = ipc.offset();
@@ -387,7 +403,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       case v1::RegisterBufferRequest::SOURCE_NOT_SET:
         return absl::InvalidArgumentError("source is not set (one of shm_name, ipc)");
     }
-    KD_ASSIGN_OR_RETURN(BufferEntry entry, daemon_->sessions().Register(*session, *backend, handle));
+    KD_ASSIGN_OR_RETURN(BufferEntry entry,
+                        daemon_->sessions().Register(*session, *backend, handle));
     resp->set_buffer_id(entry.id);
     resp->set_size(entry.region->size());
     resp->set_backend(std::string(backend->name()));
@@ -397,17 +414,21 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
 
   absl::Status DoAllocate(const v1::AllocateBufferRequest& req, v1::AllocateBufferResponse* resp) {
     if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
-    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, daemon_->sessions().Find(req.session_id()));
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                        daemon_->sessions().Find(req.session_id()));
     Backend* backend = req.backend().empty() ? daemon_->backends().Default()
                                              : daemon_->backends().GetByName(req.backend());
     if (backend == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("backend=\"", req.backend(), "\" is not a backend of this daemon"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("backend=\"", req.backend(), "\" is not a backend of this daemon"));
     }
     if (req.device() < 0 || req.device() >= backend->DeviceCount()) {
-      return absl::InvalidArgumentError(absl::StrCat("device=", req.device(), " must be in [0, ", backend->DeviceCount(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device=", req.device(), " must be in [0, ", backend->DeviceCount(), ")"));
     }
     if (req.size() == 0) return absl::InvalidArgumentError("size=0 must be > 0");
-    KD_ASSIGN_OR_RETURN(auto allocated, daemon_->sessions().Allocate(*session, *backend, req.device(), req.size()));
+    KD_ASSIGN_OR_RETURN(auto allocated,
+                        daemon_->sessions().Allocate(*session, *backend, req.device(), req.size()));
     const auto& [entry, handle] = allocated;
     resp->set_buffer_id(entry.id);
     resp->set_size(entry.region->size());
@@ -415,7 +436,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       resp->set_shm_name(handle.shm_name);
     } else {
       v1::IpcMemHandle* ipc = resp->mutable_ipc();
-      ipc->set_kind(backend->kind() == BackendKind::kHip ? v1::IpcMemHandle::HIP : v1::IpcMemHandle::CUDA);
+      ipc->set_kind(backend->kind() == BackendKind::kHip ? v1::IpcMemHandle::HIP
+                                                         : v1::IpcMemHandle::CUDA);
       ipc->set_handle(handle.ipc_handle);
       ipc->set_offset(handle.offset);
       ipc->set_device(handle.device);
@@ -424,12 +446,15 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   }
 
   // Opens (or reuses) an IPC event handle for the session.
-  absl::StatusOr<std::shared_ptr<Event>> SessionEvent(Session& session, Backend& backend, int device,
-                                                      const std::string& handle, absl::string_view field) {
+  absl::StatusOr<std::shared_ptr<Event>> SessionEvent(Session& session, Backend& backend,
+                                                      int device, const std::string& handle,
+                                                      absl::string_view field) {
     if (std::shared_ptr<Event> cached = session.CachedEvent(handle)) return cached;
     absl::StatusOr<std::unique_ptr<Event>> event = backend.OpenEvent(device, handle);
     if (absl::IsUnimplemented(event.status())) {
-      return absl::FailedPreconditionError(absl::StrCat(field, " is set but the tensors are on the ", backend.name(), " backend, which has no IPC events: ", event.status().message()));
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, " is set but the tensors are on the ", backend.name(),
+                       " backend, which has no IPC events: ", event.status().message()));
     }
     if (!event.ok()) return PrefixStatus(absl::StrCat(field, ": "), event.status());
     std::shared_ptr<Event> shared = *std::move(event);
@@ -439,14 +464,13 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
 
   grpc::ServerUnaryReactor* RunOps(RpcCall call, const std::string& session_id,
                                    const v1::Completion& completion, int op_count, bool batched,
-                                   BuildFn build,
-                                   std::function<void(double)> set_seconds) {
-    StartOps(call.start(), session_id, completion, op_count, batched, /*caller_may_block=*/false, build,
-             [call, set_seconds = std::move(set_seconds)](const absl::Status& status,
-                                                          double seconds) {
-               if (status.ok()) set_seconds(seconds);
-               call.Finish(status);
-             });
+                                   BuildFn build, std::function<void(double)> set_seconds) {
+    StartOps(
+        call.start(), session_id, completion, op_count, batched, /*caller_may_block=*/false, build,
+        [call, set_seconds = std::move(set_seconds)](const absl::Status& status, double seconds) {
+          if (status.ok()) set_seconds(seconds);
+          call.Finish(status);
+        });
     return call.reactor();
   }
 
@@ -461,7 +485,9 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     auto fail = [&finish](const absl::Status& s) { finish(s, 0.0); };
     if (daemon_->draining()) return fail(absl::UnavailableError("the daemon is draining"));
     if (op_count > static_cast<int>(daemon_->options().max_batch_ops)) {
-      return fail(absl::ResourceExhaustedError(absl::StrCat("ops has ", op_count, " entries; the limit is --max_batch_ops=", daemon_->options().max_batch_ops)));
+      return fail(absl::ResourceExhaustedError(absl::StrCat(
+          "ops has ", op_count,
+          " entries; the limit is --max_batch_ops=", daemon_->options().max_batch_ops)));
     }
     absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Find(session_id);
     if (!session.ok()) return fail(session.status());
@@ -478,7 +504,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       }
     }
     if (completion.mode() < 0 || completion.mode() > v1::Completion::Mode_MAX) {
-      return fail(absl::InvalidArgumentError(absl::StrCat("completion.mode=", completion.mode(), " is not a known value")));
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("completion.mode=", completion.mode(), " is not a known value")));
     }
     if (batch.ops.empty()) return finish(absl::OkStatus(), 0.0);  // a round trip
     batch.batched = batched;
@@ -487,15 +514,20 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     batch.async = completion.mode() == v1::Completion::ASYNC;
     batch.session_id = session_id;
     if (batch.async && completion.signal_event().empty()) {
-      return fail(absl::InvalidArgumentError("completion.signal_event is required with ASYNC completion"));
+      return fail(
+          absl::InvalidArgumentError("completion.signal_event is required with ASYNC completion"));
     }
     if (!completion.wait_event().empty()) {
-      absl::StatusOr<std::shared_ptr<Event>> e = SessionEvent(**session, *batch.backend, batch.device, completion.wait_event(), "completion.wait_event");
+      absl::StatusOr<std::shared_ptr<Event>> e =
+          SessionEvent(**session, *batch.backend, batch.device, completion.wait_event(),
+                       "completion.wait_event");
       if (!e.ok()) return fail(e.status());
       batch.wait_event = *std::move(e);
     }
     if (!completion.signal_event().empty()) {
-      absl::StatusOr<std::shared_ptr<Event>> e = SessionEvent(**session, *batch.backend, batch.device, completion.signal_event(), "completion.signal_event");
+      absl::StatusOr<std::shared_ptr<Event>> e =
+          SessionEvent(**session, *batch.backend, batch.device, completion.signal_event(),
+                       "completion.signal_event");
       if (!e.ok()) return fail(e.status());
       batch.signal_event = *std::move(e);
     }

@@ -119,12 +119,13 @@ prometheus::Histogram& Metrics::KernelSeries(absl::string_view op, absl::string_
   auto it = kernel_series_.find(key);
   if (it == kernel_series_.end()) {
     it = kernel_series_
-             .emplace(std::string(key), &kernel_duration_->Add({{"op", std::string(op)},
-                                                   {"variant", std::string(variant)},
-                                                   {"dtype", std::string(dtype)},
-                                                   {"device", std::string(device)},
-                                                   {"shape_class", std::string(shape_class)}},
-                                                  kKernelBuckets))
+             .emplace(std::string(key),
+                      &kernel_duration_->Add({{"op", std::string(op)},
+                                              {"variant", std::string(variant)},
+                                              {"dtype", std::string(dtype)},
+                                              {"device", std::string(device)},
+                                              {"shape_class", std::string(shape_class)}},
+                                             kKernelBuckets))
              .first;
   }
   return *it->second;

@@ -14,8 +14,7 @@ absl::Status Invalid(Parts&&... parts) {
 // Proto3 enums are open: an unknown number arrives as-is and must be rejected by range. The
 // field's name is `field` followed by `suffix`, joined only for the error (no string is built on
 // the request path).
-absl::Status CheckEnum(int value, int max, absl::string_view field,
-                       absl::string_view suffix = "") {
+absl::Status CheckEnum(int value, int max, absl::string_view field, absl::string_view suffix = "") {
   if (value < 0 || value > max) return Invalid(field, suffix, "=", value, " is not a known value");
   return absl::OkStatus();
 }
@@ -52,15 +51,17 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
   absl::StatusOr<BufferEntry> entry = session_.Find(ref.buffer_id());
   if (!entry.ok()) return PrefixStatus(absl::StrCat(field, "."), entry.status());
   const Region& region = *entry->region;
-  KD_ASSIGN_OR_RETURN(Tensor t, BindTensor(desc, region.data(), region.size(), region.loc(), field));
+  KD_ASSIGN_OR_RETURN(Tensor t,
+                      BindTensor(desc, region.data(), region.size(), region.loc(), field));
   if (backend_ == nullptr) {
     backend_ = entry->backend;
     device_ = region.loc().device;
     first_field_ = std::string(field);
   } else if (backend_ != entry->backend || device_ != region.loc().device) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, " is on ", entry->backend->name(), ":", region.loc().device, " but ", first_field_,
-        " is on ", backend_->name(), ":", device_, "; every tensor of a request must be on one device"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, " is on ", entry->backend->name(), ":", region.loc().device, " but ",
+                     first_field_, " is on ", backend_->name(), ":", device_,
+                     "; every tensor of a request must be on one device"));
   }
   // An op has at most six tensors: one allocation for the usual request.
   if (regions_.empty()) regions_.reserve(6);
@@ -68,8 +69,7 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
   return t;
 }
 
-#define KD_BIND(dst, msg, name) \
-  KD_ASSIGN_OR_RETURN(dst, Bind(msg.name(), msg.has_##name(), #name))
+#define KD_BIND(dst, msg, name) KD_ASSIGN_OR_RETURN(dst, Bind(msg.name(), msg.has_##name(), #name))
 
 absl::StatusOr<Op> OpBinder::Quantize(const v1::QuantizeOp& p) {
   QuantizeArgs a;
@@ -81,8 +81,9 @@ absl::StatusOr<Op> OpBinder::Quantize(const v1::QuantizeOp& p) {
   a.transpose_output = p.transpose_output();
   a.scale_format = p.scale_format() == v1::SCALE_POW2 ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
   a.scale_layout = p.scale_layout() == v1::SCALE_LAYOUT_K_BLOCK_MAJOR ? ScaleLayout::kKBlockMajor
-                                                                       : ScaleLayout::kRowMajor;
-  a.mx_rounding = p.mx_rounding() == v1::MX_ROUNDING_RCEIL ? MxRounding::kRceil : MxRounding::kFloor;
+                                                                      : ScaleLayout::kRowMajor;
+  a.mx_rounding =
+      p.mx_rounding() == v1::MX_ROUNDING_RCEIL ? MxRounding::kRceil : MxRounding::kFloor;
   a.eps = p.eps() == 0.0f ? kDefaultQuantEps : p.eps();
   KD_BIND(a.input, p, input);
   KD_BIND(a.output, p, output);
@@ -130,11 +131,16 @@ absl::StatusOr<Op> OpBinder::Unpad(const v1::UnpadOp& p) {
 
 absl::StatusOr<Op> OpBinder::Any(const v1::Op& op) {
   switch (op.kind_case()) {
-    case v1::Op::kQuantize: return Quantize(op.quantize());
-    case v1::Op::kGemm: return Gemm(op.gemm());
-    case v1::Op::kPad: return Pad(op.pad());
-    case v1::Op::kUnpad: return Unpad(op.unpad());
-    case v1::Op::KIND_NOT_SET: break;
+    case v1::Op::kQuantize:
+      return Quantize(op.quantize());
+    case v1::Op::kGemm:
+      return Gemm(op.gemm());
+    case v1::Op::kPad:
+      return Pad(op.pad());
+    case v1::Op::kUnpad:
+      return Unpad(op.unpad());
+    case v1::Op::KIND_NOT_SET:
+      break;
   }
   return Invalid("kind is not set (one of quantize, gemm, pad, unpad)");
 }

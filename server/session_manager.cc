@@ -46,7 +46,8 @@ absl::StatusOr<BufferEntry> Session::Find(uint64_t buffer_id) const {
   absl::MutexLock lock(&mu_);
   auto it = buffers_.find(buffer_id);
   if (it == buffers_.end()) {
-    return absl::NotFoundError(absl::StrCat("buffer_id=", buffer_id, " is not a buffer of this session"));
+    return absl::NotFoundError(
+        absl::StrCat("buffer_id=", buffer_id, " is not a buffer of this session"));
   }
   return it->second;
 }
@@ -75,7 +76,8 @@ absl::Status Session::Attach(const std::string& kind,
   }
   attachment->Stop();  // outside the lock: stopping may wait for a thread that takes it
   attachment.reset();
-  if (exists) return absl::AlreadyExistsError(absl::StrCat("session_id=\"", id_, "\" already has a ", kind));
+  if (exists)
+    return absl::AlreadyExistsError(absl::StrCat("session_id=\"", id_, "\" already has a ", kind));
   return absl::FailedPreconditionError(absl::StrCat("session_id=\"", id_, "\" has ended"));
 }
 
@@ -100,12 +102,14 @@ void SessionManager::CloseAll(const std::string& reason) {
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Open(const std::string& client_name,
                                                               uint32_t lease_seconds) {
   if (client_name.size() > 128) {
-    return absl::InvalidArgumentError(absl::StrCat("client_name has ", client_name.size(), " bytes; at most 128"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("client_name has ", client_name.size(), " bytes; at most 128"));
   }
   const uint32_t lease = std::min(lease_seconds, limits_.max_lease_seconds);
   absl::MutexLock lock(&mu_);
   if (sessions_.size() >= limits_.max_sessions) {
-    return absl::ResourceExhaustedError(absl::StrCat("the daemon already has ", sessions_.size(), " sessions, the limit (--max_sessions)"));
+    return absl::ResourceExhaustedError(absl::StrCat("the daemon already has ", sessions_.size(),
+                                                     " sessions, the limit (--max_sessions)"));
   }
   auto session = std::make_shared<Session>(NewSessionId(), client_name, lease);
   sessions_[session->id()] = session;
@@ -117,7 +121,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) {
     return absl::NotFoundError(session_id.empty() ? std::string("session_id is required")
-                                                  : absl::StrCat("session_id=\"", session_id, "\" is not an open session"));
+                                                  : absl::StrCat("session_id=\"", session_id,
+                                                                 "\" is not an open session"));
   }
   it->second->Touch();
   return it->second;
@@ -135,7 +140,8 @@ absl::StatusOr<uint32_t> SessionManager::Close(const std::string& session_id,
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) {
-      return absl::NotFoundError(absl::StrCat("session_id=\"", session_id, "\" is not an open session"));
+      return absl::NotFoundError(
+          absl::StrCat("session_id=\"", session_id, "\" is not an open session"));
     }
     session = std::move(it->second);
     sessions_.erase(it);
@@ -166,9 +172,12 @@ absl::StatusOr<BufferEntry> SessionManager::AddBuffer(Session& session, Backend&
                                                       std::unique_ptr<Region> region,
                                                       bool allocated) {
   absl::MutexLock lock(&session.mu_);
-  if (session.ended_) return absl::NotFoundError(absl::StrCat("session_id=\"", session.id(), "\" ended"));
+  if (session.ended_)
+    return absl::NotFoundError(absl::StrCat("session_id=\"", session.id(), "\" ended"));
   if (session.buffers_.size() >= limits_.max_buffers_per_session) {
-    return absl::ResourceExhaustedError(absl::StrCat("the session holds ", session.buffers_.size(), " buffers, the limit (--max_buffers_per_session)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the session holds ", session.buffers_.size(),
+                     " buffers, the limit (--max_buffers_per_session)"));
   }
   if (allocated) {
     uint64_t held = 0;
@@ -176,7 +185,10 @@ absl::StatusOr<BufferEntry> SessionManager::AddBuffer(Session& session, Backend&
       if (e.region->owned()) held += e.region->size();
     }
     if (held + region->size() > limits_.max_allocated_bytes_per_session) {
-      return absl::ResourceExhaustedError(absl::StrCat("size=", region->size(), " on top of the ", held, " bytes this session allocated exceeds --max_session_bytes=", limits_.max_allocated_bytes_per_session));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("size=", region->size(), " on top of the ", held,
+                       " bytes this session allocated exceeds --max_session_bytes=",
+                       limits_.max_allocated_bytes_per_session));
     }
   }
   BufferEntry entry;
@@ -192,19 +204,27 @@ absl::StatusOr<BufferEntry> SessionManager::Register(Session& session, Backend& 
   {
     absl::MutexLock lock(&session.mu_);
     if (session.buffers_.size() >= limits_.max_buffers_per_session) {
-      return absl::ResourceExhaustedError(absl::StrCat("the session holds ", session.buffers_.size(), " buffers, the limit (--max_buffers_per_session)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the session holds ", session.buffers_.size(),
+                       " buffers, the limit (--max_buffers_per_session)"));
     }
   }
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Region> region, backend.Import(handle));
   return AddBuffer(session, backend, std::move(region), /*allocated=*/false);
 }
 
-absl::StatusOr<std::pair<BufferEntry, MemoryHandle>> SessionManager::Allocate(
-    Session& session, Backend& backend, int device, uint64_t bytes) {
+absl::StatusOr<std::pair<BufferEntry, MemoryHandle>> SessionManager::Allocate(Session& session,
+                                                                              Backend& backend,
+                                                                              int device,
+                                                                              uint64_t bytes) {
   {
     const Session::Usage u = session.usage();
-    if (u.allocated_bytes + bytes > limits_.max_allocated_bytes_per_session || bytes > limits_.max_allocated_bytes_per_session) {
-      return absl::ResourceExhaustedError(absl::StrCat("size=", bytes, " on top of the ", u.allocated_bytes, " bytes this session allocated exceeds --max_session_bytes=", limits_.max_allocated_bytes_per_session));
+    if (u.allocated_bytes + bytes > limits_.max_allocated_bytes_per_session ||
+        bytes > limits_.max_allocated_bytes_per_session) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("size=", bytes, " on top of the ", u.allocated_bytes,
+                       " bytes this session allocated exceeds --max_session_bytes=",
+                       limits_.max_allocated_bytes_per_session));
     }
   }
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Region> region, backend.Allocate(device, bytes));
@@ -219,7 +239,8 @@ absl::Status SessionManager::Release(Session& session, uint64_t buffer_id) {
     absl::MutexLock lock(&session.mu_);
     auto it = session.buffers_.find(buffer_id);
     if (it == session.buffers_.end()) {
-      return absl::NotFoundError(absl::StrCat("buffer_id=", buffer_id, " is not a buffer of this session"));
+      return absl::NotFoundError(
+          absl::StrCat("buffer_id=", buffer_id, " is not a buffer of this session"));
     }
     entry = std::move(it->second);
     session.buffers_.erase(it);

@@ -17,21 +17,28 @@ absl::StatusOr<std::unique_ptr<SubmitRingServer>> SubmitRingServer::Open(
     std::shared_ptr<const Region> region, absl::Duration spin, Handler handler) {
   const uint64_t size = region->size();
   if (size < sizeof(sr::RingHeader)) {
-    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is smaller than the ", sizeof(sr::RingHeader), "-byte ring header"));
+    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is smaller than the ",
+                                                   sizeof(sr::RingHeader), "-byte ring header"));
   }
   // The geometry is read once; the thread never trusts the header's copy again.
   const auto* h = static_cast<const sr::RingHeader*>(region->data());
-  const uint32_t magic = h->magic, version = h->version, slots = h->slots, slot_bytes = h->slot_bytes;
+  const uint32_t magic = h->magic, version = h->version, slots = h->slots,
+                 slot_bytes = h->slot_bytes;
   if (magic != sr::kMagic) {
-    return absl::InvalidArgumentError(absl::StrCat("ring header: magic=0x", absl::Hex(magic), " is not 0x", absl::Hex(sr::kMagic)));
+    return absl::InvalidArgumentError(absl::StrCat("ring header: magic=0x", absl::Hex(magic),
+                                                   " is not 0x", absl::Hex(sr::kMagic)));
   }
   if (version != sr::kVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("ring header: version=", version, " is not supported (", sr::kVersion, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring header: version=", version, " is not supported (", sr::kVersion, ")"));
   }
   absl::Status geometry = sr::CheckGeometry(slots, slot_bytes);
-  if (!geometry.ok()) return absl::InvalidArgumentError(absl::StrCat("ring header: ", geometry.message()));
+  if (!geometry.ok())
+    return absl::InvalidArgumentError(absl::StrCat("ring header: ", geometry.message()));
   if (sr::RingBytes(slots, slot_bytes) != size) {
-    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is not RingBytes(slots=", slots, ", slot_bytes=", slot_bytes, ")=", sr::RingBytes(slots, slot_bytes)));
+    return absl::InvalidArgumentError(absl::StrCat("size=", size, " is not RingBytes(slots=", slots,
+                                                   ", slot_bytes=", slot_bytes,
+                                                   ")=", sr::RingBytes(slots, slot_bytes)));
   }
   return std::unique_ptr<SubmitRingServer>(
       new SubmitRingServer(std::move(region), slots, slot_bytes, spin, std::move(handler)));
@@ -71,7 +78,8 @@ void SubmitRingServer::Serve() {
     if (ShmFaultedAt(h)) return;
     const uint32_t seen = h->doorbell.load();
     bool took = false;
-    for (uint32_t i = 0; i < slots_ && !stop_.load(std::memory_order_relaxed); ++i) took |= TakeSlot(i);
+    for (uint32_t i = 0; i < slots_ && !stop_.load(std::memory_order_relaxed); ++i)
+      took |= TakeSlot(i);
     if (took) {
       last_request = absl::Now();
       continue;
@@ -101,11 +109,13 @@ bool SubmitRingServer::TakeSlot(uint32_t i) {
   }
   const uint32_t length = slot->length;  // read once
   ReplyFn reply = [region = region_, slot_bytes = slot_bytes_, i](const absl::Status& status,
-                                                                   double seconds) {
+                                                                  double seconds) {
     WriteReply(region->data(), slot_bytes, i, status, seconds);
   };
   if (length > slot_bytes_) {
-    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": length=", length, " exceeds slot_bytes=", slot_bytes_)), 0.0);
+    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": length=", length,
+                                                  " exceeds slot_bytes=", slot_bytes_)),
+          0.0);
     return true;
   }
   // Copied out first: the client can rewrite its slot at any time, the parse must see one
@@ -119,7 +129,9 @@ bool SubmitRingServer::TakeSlot(uint32_t i) {
   google::protobuf::Arena arena(arena_options);
   auto* request = google::protobuf::Arena::CreateMessage<v1::RingRequest>(&arena);
   if (!request->ParseFromArray(request_bytes_.get(), static_cast<int>(length))) {
-    reply(absl::InvalidArgumentError(absl::StrCat("ring slot ", i, ": the ", length, " bytes are not a RingRequest")), 0.0);
+    reply(absl::InvalidArgumentError(
+              absl::StrCat("ring slot ", i, ": the ", length, " bytes are not a RingRequest")),
+          0.0);
     return true;
   }
   handler_(*request, std::move(reply));  // the request dies with the arena, as Handler allows
@@ -145,7 +157,8 @@ void SubmitRingServer::WriteReply(void* base, uint32_t slot_bytes, uint32_t i,
     v1::RingReply internal;
     internal.set_code(static_cast<int>(absl::StatusCode::kInternal));
     const size_t m = internal.ByteSizeLong();
-    if (internal.SerializeToArray(sr::Payload(slot), static_cast<int>(m))) slot->length = static_cast<uint32_t>(m);
+    if (internal.SerializeToArray(sr::Payload(slot), static_cast<int>(m)))
+      slot->length = static_cast<uint32_t>(m);
   }
   slot->state.store(sr::kReply);
   if (slot->client_sleeping.load() != 0) sr::FutexWakeAll(&slot->state);

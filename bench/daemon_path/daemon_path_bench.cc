@@ -74,7 +74,8 @@ struct Env {
     const struct {
       v1::DType dtype;
       std::vector<int64_t> shape;
-    } specs[3] = {{v1::DTYPE_BF16, {m, k}}, {v1::DTYPE_E4M3FN, {m, k}}, {v1::DTYPE_F32, {m, k / 128}}};
+    } specs[3] = {
+        {v1::DTYPE_BF16, {m, k}}, {v1::DTYPE_E4M3FN, {m, k}}, {v1::DTYPE_F32, {m, k / 128}}};
     for (int i = 0; i < 3; ++i) {
       absl::StatusOr<uint64_t> bytes = kd::client::ContiguousBytes(specs[i].dtype, specs[i].shape);
       Check(bytes.status(), "bytes");
@@ -82,7 +83,8 @@ struct Env {
       Check(b.status(), "shm");
       absl::StatusOr<uint64_t> id = client->RegisterBuffer(*b);
       Check(id.status(), "register");
-      refs[i] = kd::client::TensorRefBuilder(*id).Dtype(specs[i].dtype).Shape(specs[i].shape).Build();
+      refs[i] =
+          kd::client::TensorRefBuilder(*id).Dtype(specs[i].dtype).Shape(specs[i].shape).Build();
       buffers.push_back(*std::move(b));
     }
     op = kd::client::MakeQuantizeOp(refs[0], refs[1], refs[2], v1::QUANT_1X128);

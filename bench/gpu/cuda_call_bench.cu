@@ -90,7 +90,8 @@ std::string Rows(int reps, cudaEvent_t ipc) {
   auto rows = [&](const char* suffix) {
     const std::string p = suffix;
     row((p + "cudaSetDevice").c_str(), [] { Check(cudaSetDevice(0), "set device"); });
-    row((p + "cudaEventRecord_timing").c_str(), [&] { Check(cudaEventRecord(timing, s), "record"); });
+    row((p + "cudaEventRecord_timing").c_str(),
+        [&] { Check(cudaEventRecord(timing, s), "record"); });
     if (ipc != nullptr) {
       row((p + "cudaEventRecord_ipc").c_str(), [&] { Check(cudaEventRecord(ipc, s), "record"); });
       row((p + "cudaStreamWaitEvent_ipc").c_str(),
@@ -178,8 +179,9 @@ int main(int argc, char** argv) {
   while (!child.empty() && child.back() == '\n') child.pop_back();
   cudaDeviceProp prop;
   Check(cudaGetDeviceProperties(&prop, 0), "props");
-  std::printf("{\n  \"device\": \"%s\", \"reps\": %d,\n  \"one_process\": {\n%s\n  },\n"
-              "  \"ipc_event_from_another_process\": {\n%s\n  }\n}\n",
-              prop.name, reps, own.c_str(), child.c_str());
+  std::printf(
+      "{\n  \"device\": \"%s\", \"reps\": %d,\n  \"one_process\": {\n%s\n  },\n"
+      "  \"ipc_event_from_another_process\": {\n%s\n  }\n}\n",
+      prop.name, reps, own.c_str(), child.c_str());
   return 0;
 }

@@ -105,8 +105,8 @@ int Child(const char* event_hex, const char* mem_hex) {
     if (mode == 'e') {
       Check(cudaStreamWaitEvent(s, event, 0), "wait event");
     } else {
-      CheckCu(wait_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(slots),
-                         value, CU_STREAM_WAIT_VALUE_GEQ),
+      CheckCu(wait_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(slots), value,
+                         CU_STREAM_WAIT_VALUE_GEQ),
               "cuStreamWaitValue32");
     }
     StampKernel<<<1, 1, 0, s>>>(slots + 2);
@@ -209,10 +209,11 @@ int main(int argc, char** argv) {
   waitpid(pid, &status, 0);
   cudaDeviceProp prop;
   Check(cudaGetDeviceProperties(&prop, 0), "props");
-  std::printf("{\"device\": \"%s\", \"reps\": %d, \"producer_done_to_consumer_start_us\": "
-              "{\"other_process\": {\"ipc_event_median\": %.1f, \"stream_value_median\": %.1f},"
-              " \"same_process\": {\"ipc_event_median\": %.1f, \"stream_value_median\": %.1f}}}\n",
-              prop.name, reps, Median(event_us), Median(value_us), Median(local_event_us),
-              Median(local_value_us));
+  std::printf(
+      "{\"device\": \"%s\", \"reps\": %d, \"producer_done_to_consumer_start_us\": "
+      "{\"other_process\": {\"ipc_event_median\": %.1f, \"stream_value_median\": %.1f},"
+      " \"same_process\": {\"ipc_event_median\": %.1f, \"stream_value_median\": %.1f}}}\n",
+      prop.name, reps, Median(event_us), Median(value_us), Median(local_event_us),
+      Median(local_value_us));
   return 0;
 }

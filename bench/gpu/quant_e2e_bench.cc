@@ -77,7 +77,8 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   if (argc < 2) Die("usage: quant_e2e_bench SOCKET [REPS [M K [grpc|ring]]]");
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
-  const int64_t m = argc > 4 ? std::atoll(argv[3]) : 8192, k = argc > 4 ? std::atoll(argv[4]) : 4096;
+  const int64_t m = argc > 4 ? std::atoll(argv[3]) : 8192,
+                k = argc > 4 ? std::atoll(argv[4]) : 4096;
   if (reps < 4 || m < 128 || k < 128 || m % 128 != 0 || k % 128 != 0) Die("bad REPS, M or K");
   auto c = kd::client::Client::Connect(argv[1]);
   if (!c.ok()) Die("Connect: " + c.status().ToString());
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
     ring.spin = absl::Microseconds(std::atoi(spin));
   }
   if (transport == "ring") {
-    if (absl::Status s = (*c)->AttachSubmitRing(ring); !s.ok()) Die("AttachSubmitRing: " + s.ToString());
+    if (absl::Status s = (*c)->AttachSubmitRing(ring); !s.ok())
+      Die("AttachSubmitRing: " + s.ToString());
   }
   char *in = nullptr, *out = nullptr, *sc = nullptr;
   const uint64_t in_id = RegisterSlice(**c, &in, m * k * 2, 1 << 20);
@@ -151,11 +153,12 @@ int main(int argc, char** argv) {
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
       if (mode == "sync") kernel.push_back(r->kernel_seconds * 1e6);
     }
-    std::printf("{\"op\": \"quantize 1x128 bf16>e4m3fn %lldx%lld\", \"transport\": \"%s\","
-                " \"only\": \"%s\", \"reps\": %d, \"us_median\": %.1f,"
-                " \"kernel_us_median\": %.1f}\n",
-                static_cast<long long>(m), static_cast<long long>(k), transport.c_str(),
-                mode.c_str(), reps, Median(us), kernel.empty() ? 0.0 : Median(kernel));
+    std::printf(
+        "{\"op\": \"quantize 1x128 bf16>e4m3fn %lldx%lld\", \"transport\": \"%s\","
+        " \"only\": \"%s\", \"reps\": %d, \"us_median\": %.1f,"
+        " \"kernel_us_median\": %.1f}\n",
+        static_cast<long long>(m), static_cast<long long>(k), transport.c_str(), mode.c_str(), reps,
+        Median(us), kernel.empty() ? 0.0 : Median(kernel));
     return 0;
   }
   std::vector<double> floor_us, tiny_sync_us, tiny_async_us, tiny_kernel_us;
@@ -214,7 +217,8 @@ int main(int argc, char** argv) {
     CheckCuda(cudaStreamWaitEvent(probe_stream, done, 0), "wait event");
     CheckCuda(cudaEventRecord(after, probe_stream), "record");
     CheckCuda(cudaEventSynchronize(after), "wait");
-    host_after_reply_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+    host_after_reply_us.push_back(
+        std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
     float ms = 0;
     CheckCuda(cudaEventElapsedTime(&ms, before, after), "elapsed");
     stream_wait_us.push_back(ms * 1e3);
@@ -231,7 +235,8 @@ int main(int argc, char** argv) {
     CheckCuda(cudaStreamWaitEvent(probe_stream, done, 0), "wait event");
     CheckCuda(cudaEventRecord(after, probe_stream), "record");
     CheckCuda(cudaEventSynchronize(after), "wait");
-    completed_wait_host_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+    completed_wait_host_us.push_back(
+        std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
   }
   // ASYNC ordered after this process's stream: an IPC event recorded on it just before the
   // call is the request's wait_event (the daemon's stream waits on it before launching), as a
@@ -247,7 +252,8 @@ int main(int argc, char** argv) {
   // the IPC event and for a plain one (is the IPC event's own record slow to execute?).
   std::vector<double> ipc_record_us, plain_record_us;
   for (int i = 0; i < reps; ++i) {
-    for (auto [event, us] : {std::pair{ready, &ipc_record_us}, std::pair{after, &plain_record_us}}) {
+    for (auto [event, us] :
+         {std::pair{ready, &ipc_record_us}, std::pair{after, &plain_record_us}}) {
       const auto t0 = Clock::now();
       CheckCuda(cudaEventRecord(event, probe_stream), "record");
       cudaError_t state;

@@ -1,7 +1,7 @@
-// Quantize (every variant the CUDA backend runs) and pad/unpad on the CUDA backend, bf16 inputs from 8192x4096 to
-// 32768x7168, against a cudaMemcpy device-to-device copy measured in the same process. Bandwidth
-// counts bytes read + bytes written, for the kernels and the copy alike. Prints one JSON document
-// (and writes it to argv[1] when given).
+// Quantize (every variant the CUDA backend runs) and pad/unpad on the CUDA backend, bf16 inputs
+// from 8192x4096 to 32768x7168, against a cudaMemcpy device-to-device copy measured in the same
+// process. Bandwidth counts bytes read + bytes written, for the kernels and the copy alike. Prints
+// one JSON document (and writes it to argv[1] when given).
 //
 // Each op is timed by the backend's own CUDA events (the KernelTimingFn the daemon exports), with
 // `reps` ops enqueued back to back and one synchronisation at the end, as a busy daemon runs them:
@@ -30,13 +30,13 @@
 namespace kd {
 namespace {
 
-#define BENCH_CHECK(expr)                                                          \
-  do {                                                                             \
-    const cudaError_t e_ = (expr);                                                 \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                \
-    }                                                                              \
+#define BENCH_CHECK(expr)                                              \
+  do {                                                                 \
+    const cudaError_t e_ = (expr);                                     \
+    if (e_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                    \
+    }                                                                  \
   } while (0)
 
 const DeviceLoc kGpu{BackendKind::kCuda, 0};
@@ -118,9 +118,12 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
-    else out_path = argv[i];
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strncmp(argv[i], "--only=", 7) == 0)
+      only = argv[i] + 7;
+    else
+      out_path = argv[i];
   }
   // --only=A,B: the ops whose name holds A or B.
   const auto wanted = [&](const std::string& name) {
@@ -182,8 +185,8 @@ int main(int argc, char** argv) {
       bool transpose, kbm, pow2;
       DType out;
       bool dual = false;
-      int64_t groups = 0;  // jagged: random group ends over M
-      bool skewed = false; // jagged: one group of 85% of the rows, empty and one-row groups
+      int64_t groups = 0;   // jagged: random group ends over M
+      bool skewed = false;  // jagged: one group of 85% of the rows, empty and one-row groups
     };
     const Variant variants[] = {
         {"1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN},
@@ -203,16 +206,15 @@ int main(int argc, char** argv) {
         {"dual_1x128", QuantGranularity::k1x128, false, false, false, DType::kE4M3FN, true},
         {"dual_1x128_kblock_major", QuantGranularity::k1x128, false, true, false, DType::kE4M3FN,
          true},
-        {"jagged_rowwise_g8", QuantGranularity::kJaggedRowwise, false, false, false,
-         DType::kE4M3FN, false, 8},
-        {"jagged_colwise_g8", QuantGranularity::kJaggedColwise, true, false, false,
-         DType::kE4M3FN, false, 8},
+        {"jagged_rowwise_g8", QuantGranularity::kJaggedRowwise, false, false, false, DType::kE4M3FN,
+         false, 8},
+        {"jagged_colwise_g8", QuantGranularity::kJaggedColwise, true, false, false, DType::kE4M3FN,
+         false, 8},
         {"jagged_colwise_g8_skewed", QuantGranularity::kJaggedColwise, true, false, false,
          DType::kE4M3FN, false, 8, true},
         // Y = Xᵀ of the row-wise granularities (quantize_rows.cu's column kernels).
         {"per_row_transposed", QuantGranularity::kPerRow, true, false, false, DType::kE4M3FN},
-        {"per_tensor_transposed", QuantGranularity::kPerTensor, true, false, false,
-         DType::kE4M3FN},
+        {"per_tensor_transposed", QuantGranularity::kPerTensor, true, false, false, DType::kE4M3FN},
         {"mx1x32_transposed", QuantGranularity::kMx1x32, true, false, false, DType::kE4M3FN},
     };
     // Group ends for the jagged variants: 8 groups of random sizes.
@@ -226,8 +228,8 @@ int main(int argc, char** argv) {
     // Skewed: empty groups first, one of m/64 rows, one of about 85% of the rows, empty, a
     // one-row group, the rest.
     const int32_t m32 = static_cast<int32_t>(m);
-    const std::vector<int32_t> skewed_ends = {0,          0,          m32 / 64, m32 - m32 / 8,
-                                              m32 - m32 / 8, m32 - m32 / 8 + 1, m32, m32};
+    const std::vector<int32_t> skewed_ends = {
+        0, 0, m32 / 64, m32 - m32 / 8, m32 - m32 / 8, m32 - m32 / 8 + 1, m32, m32};
     auto d_skewed_ends = gpu->Allocate(0, skewed_ends.size() * 4).value();
     BENCH_CHECK(cudaMemcpy(d_skewed_ends->data(), skewed_ends.data(), skewed_ends.size() * 4,
                            cudaMemcpyHostToDevice));
@@ -235,22 +237,36 @@ int main(int argc, char** argv) {
       if (!wanted(std::string("quantize/") + v.name)) continue;
       QuantizeArgs q;
       q.input = Make(input->data(), DType::kBF16, m, k);
-      q.output = v.transpose ? Make(output->data(), v.out, k, m) : Make(output->data(), v.out, m, k);
+      q.output =
+          v.transpose ? Make(output->data(), v.out, k, m) : Make(output->data(), v.out, m, k);
       const int64_t rows = v.transpose ? k : m, cols = v.transpose ? m : k;
       int64_t s_rows = rows, s_cols = cols / 128;
       DType s_type = DType::kF32;
       switch (v.g) {
-        case QuantGranularity::k128x1: s_rows = (rows + 127) / 128, s_cols = cols; break;
-        case QuantGranularity::k128x128: s_rows = (rows + 127) / 128; break;
-        case QuantGranularity::kPerRow: s_cols = 1; break;
-        case QuantGranularity::kPerTensor: s_rows = 1, s_cols = 0; break;
-        case QuantGranularity::kMx1x32: s_cols = cols / 32, s_type = DType::kU8; break;
-        case QuantGranularity::kJaggedColwise: s_rows = v.groups, s_cols = k; break;
-        default: break;
+        case QuantGranularity::k128x1:
+          s_rows = (rows + 127) / 128, s_cols = cols;
+          break;
+        case QuantGranularity::k128x128:
+          s_rows = (rows + 127) / 128;
+          break;
+        case QuantGranularity::kPerRow:
+          s_cols = 1;
+          break;
+        case QuantGranularity::kPerTensor:
+          s_rows = 1, s_cols = 0;
+          break;
+        case QuantGranularity::kMx1x32:
+          s_cols = cols / 32, s_type = DType::kU8;
+          break;
+        case QuantGranularity::kJaggedColwise:
+          s_rows = v.groups, s_cols = k;
+          break;
+        default:
+          break;
       }
       if (v.groups > 0) {
-        q.group_ends = Make((v.skewed ? d_skewed_ends : d_jagged_ends)->data(), DType::kI32,
-                            v.groups, 0);
+        q.group_ends =
+            Make((v.skewed ? d_skewed_ends : d_jagged_ends)->data(), DType::kI32, v.groups, 0);
       }
       if (v.kbm) std::swap(s_rows, s_cols);
       q.scales = Make(scales->data(), s_type, s_rows, s_cols);
@@ -316,8 +332,8 @@ int main(int argc, char** argv) {
         }
         // Pad reads the input rows and writes every output row; unpad reads and writes m rows.
         const double bytes = which == 0 ? 2.0 * k * (m + padded_rows) : 4.0 * k * m;
-        results.push_back({which == 0 ? "pad" : "unpad", "bf16" + suffix, m, k, ms, bytes,
-                           copy_same});
+        results.push_back(
+            {which == 0 ? "pad" : "unpad", "bf16" + suffix, m, k, ms, bytes, copy_same});
       }
     }
   }
@@ -338,8 +354,7 @@ int main(int argc, char** argv) {
                   "\"ratio_to_copy_1gib\": %.3f, \"ratio_to_copy_same_size\": %.3f}%s\n",
                   r.op.c_str(), r.variant.c_str(), static_cast<long long>(r.m),
                   static_cast<long long>(r.k), r.ms * 1e3, gbps, r.copy_same_gbps,
-                  gbps / copy_big_gbps, gbps / r.copy_same_gbps,
-                  i + 1 < results.size() ? "," : "");
+                  gbps / copy_big_gbps, gbps / r.copy_same_gbps, i + 1 < results.size() ? "," : "");
     json << line;
   }
   json << "  ]\n}\n";

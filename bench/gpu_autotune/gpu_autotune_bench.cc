@@ -28,14 +28,13 @@ struct Shape {
 bool ParseShape(absl::string_view text, Shape& s) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   if (parts.size() < 2) return false;
-  for (GemmVariant v : {GemmVariant::kNT, GemmVariant::kTN, GemmVariant::kMGroupedNT,
-                        GemmVariant::kKGroupedTN}) {
+  for (GemmVariant v :
+       {GemmVariant::kNT, GemmVariant::kTN, GemmVariant::kMGroupedNT, GemmVariant::kKGroupedTN}) {
     if (GemmVariantName(v) == parts[0]) s.variant = v;
   }
   const std::vector<absl::string_view> dims = absl::StrSplit(parts[1], 'x');
-  if (s.variant == GemmVariant::kInvalid || dims.size() != 3 ||
-      !absl::SimpleAtoi(dims[0], &s.m) || !absl::SimpleAtoi(dims[1], &s.n) ||
-      !absl::SimpleAtoi(dims[2], &s.k)) {
+  if (s.variant == GemmVariant::kInvalid || dims.size() != 3 || !absl::SimpleAtoi(dims[0], &s.m) ||
+      !absl::SimpleAtoi(dims[1], &s.n) || !absl::SimpleAtoi(dims[2], &s.k)) {
     return false;
   }
   if (parts.size() == 3) {
@@ -93,16 +92,17 @@ int Main(int argc, char** argv) {
           fastest = &c;
         }
       }
-      std::printf(",\n  \"round%d\": {\"setup_s\": %.3f, \"tune_s\": %.3f, \"cold_total_s\": %.3f, "
-                  "\"default\": \"%s\", \"default_us\": %.2f, \"default_tflops\": %.1f, "
-                  "\"tuned\": \"%s\", \"tuned_us\": %.2f, \"tuned_tflops\": %.1f, "
-                  "\"speedup\": %.4f, \"fastest\": \"%s\", \"fastest_us\": %.2f, "
-                  "\"candidates\": [",
-                  round, setup, r->elapsed_seconds, total, r->default_config.c_str(),
-                  r->default_measured.median * 1e6, flop / r->default_measured.median * 1e-12,
-                  r->config.c_str(), r->measured.median * 1e6, flop / r->measured.median * 1e-12,
-                  r->default_measured.median / r->measured.median,
-                  fastest ? fastest->config.c_str() : "", fastest ? fastest->measured.median * 1e6 : 0);
+      std::printf(
+          ",\n  \"round%d\": {\"setup_s\": %.3f, \"tune_s\": %.3f, \"cold_total_s\": %.3f, "
+          "\"default\": \"%s\", \"default_us\": %.2f, \"default_tflops\": %.1f, "
+          "\"tuned\": \"%s\", \"tuned_us\": %.2f, \"tuned_tflops\": %.1f, "
+          "\"speedup\": %.4f, \"fastest\": \"%s\", \"fastest_us\": %.2f, "
+          "\"candidates\": [",
+          round, setup, r->elapsed_seconds, total, r->default_config.c_str(),
+          r->default_measured.median * 1e6, flop / r->default_measured.median * 1e-12,
+          r->config.c_str(), r->measured.median * 1e6, flop / r->measured.median * 1e-12,
+          r->default_measured.median / r->measured.median, fastest ? fastest->config.c_str() : "",
+          fastest ? fastest->measured.median * 1e6 : 0);
       for (size_t c = 0; c < r->candidates.size(); ++c) {
         const CandidateResult& cr = r->candidates[c];
         std::printf("%s[\"%s\", %.2f, %.2f, \"%s\"]", c ? ", " : "", cr.config.c_str(),

@@ -51,14 +51,13 @@ const char* LoopName(int l) {
   return names[l];
 }
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                 \
-                   cudaGetErrorString(e_));                                            \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+#define CHECK_CUDA(x)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);  // 1024-byte 8-row stride, 128B swizzle
@@ -226,7 +225,8 @@ __global__ void __launch_bounds__(128 * (kWgs + (kProd > 0)), 1)
           if constexpr (kProd == 5) {
             MbarExpectTx(full, L::kStage);
             const int kb = g % kMapBlocks;
-            TmaTile(base + st * L::kStage, &map_a, full, kb * kBlockK, (blockIdx.x / 2) * kWgs * 64);
+            TmaTile(base + st * L::kStage, &map_a, full, kb * kBlockK,
+                    (blockIdx.x / 2) * kWgs * 64);
             TmaTile(base + st * L::kStage + L::kTileA, &map_b, full, kb * kBlockK,
                     (blockIdx.x % 2) * kN);
           } else if constexpr (kProd >= 2) {
@@ -255,9 +255,9 @@ __global__ void __launch_bounds__(128 * (kWgs + (kProd > 0)), 1)
           } else if (lane < 2) {
             CpAsync4(sdst + 4 * (kWgs * 64 + lane), scales + lane * kScaleRow + kb);
           }
-          asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
-                           base + L::kFull + 8 * st)
-                       : "memory");
+          asm volatile(
+              "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(base + L::kFull + 8 * st)
+              : "memory");
         }
       }
       return;
@@ -324,9 +324,9 @@ __global__ void __launch_bounds__(128 * (kWgs + (kProd > 0)), 1)
         const uint32_t sa = kProd == 4 ? base + L::kScales + (g % kStages) * L::kScaleStage +
                                              4 * (wg * 64 + tid / 32 * 16 + tid % 32 / 4)
                                        : a_of(g % kStages) + 4 * (tid / 32 * 16 + tid % 32 / 4);
-        const float b = LoadF32(kProd == 4 ? base + L::kScales + (g % kStages) * L::kScaleStage +
-                                                 4 * kWgs * 64
-                                           : b_of(g % kStages));
+        const float b =
+            LoadF32(kProd == 4 ? base + L::kScales + (g % kStages) * L::kScaleStage + 4 * kWgs * 64
+                               : b_of(g % kStages));
         t0s = LoadF32(sa) * b;
         t1s = LoadF32(sa + 32) * b;
       }
@@ -355,10 +355,10 @@ struct Result {
 
 // K-major FP8 operand map: boxes of 128 K-bytes x box_rows rows, 128-byte swizzle.
 CUtensorMap OperandMap(const uint8_t* data, int rows, int box_rows) {
-  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  using EncodeFn =
+      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
   static EncodeFn encode = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult found;
@@ -372,9 +372,10 @@ CUtensorMap OperandMap(const uint8_t* data, int rows, int box_rows) {
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kMapBlocks * kBlockK)};
   const cuuint32_t box[2] = {kBlockK, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem[2] = {1, 1};
-  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(data), dims, strides,
-             box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(data), dims, strides, box,
+             elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
     std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
     std::exit(1);
   }
@@ -398,7 +399,8 @@ Result Run(int sms, int blocks, int reps, float* sink, long long* d_cycles, cons
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
-  kernel<<<sms, threads, L::kBytes>>>(blocks, 1e-3f, sink, d_cycles, src, src_stages, scales, map_a, map_b);  // warm-up
+  kernel<<<sms, threads, L::kBytes>>>(blocks, 1e-3f, sink, d_cycles, src, src_stages, scales, map_a,
+                                      map_b);  // warm-up
   CHECK_CUDA(cudaGetLastError());
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<float> ms;
@@ -438,9 +440,12 @@ int main(int argc, char** argv) {
   int blocks = 4096, reps = 5;
   bool random = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--blocks=", 9) == 0) blocks = std::atoi(argv[i] + 9);
-    else if (std::strncmp(argv[i], "--reps=", 7) == 0) reps = std::atoi(argv[i] + 7);
-    else if (std::strcmp(argv[i], "--random") == 0) random = true;
+    if (std::strncmp(argv[i], "--blocks=", 9) == 0)
+      blocks = std::atoi(argv[i] + 9);
+    else if (std::strncmp(argv[i], "--reps=", 7) == 0)
+      reps = std::atoi(argv[i] + 7);
+    else if (std::strcmp(argv[i], "--random") == 0)
+      random = true;
     else {
       std::fprintf(stderr, "usage: %s [--blocks=N] [--reps=N] [--random]\n", argv[0]);
       return 2;
@@ -502,36 +507,55 @@ int main(int argc, char** argv) {
   ops.b = b_dev;
   std::vector<Result> rs;
   // One warpgroup alone: its own chain (wgmma latency and promotion) with nothing beside it.
-  rs.push_back(Run<1, 192, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<1, 128, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<1, 192, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<1, 128, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   // 128x192 tiles: two warpgroups of 64 x 192.
   rs.push_back(Run<2, 192, kQueue>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 192, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 192, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   rs.push_back(Run<2, 192, kTurns>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   // 128x128 tiles: two warpgroups of 64 x 128.
   rs.push_back(Run<2, 128, kQueue>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 128, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 128, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   rs.push_back(Run<2, 128, kTurns>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   // 192x128 tiles: three warpgroups of 64 x 128.
   rs.push_back(Run<3, 128, kQueue>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kPromote>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   rs.push_back(Run<3, 128, kTurns>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   // With the producer and the mbarrier ring (1), the bulk copies (2), the scale loads (3), the
   // scales copied by producer warps as the kernel does (4), the tiles by tensor maps (5).
-  rs.push_back(Run<2, 192, kTurns, 1>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 192, kTurns, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 128, kTurns, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kPromote, 1>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kPromote, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kTurns, 1>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kTurns, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 192, kTurns, 3>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kPromote, 3>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kTurns, 3>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 192, kTurns, 4>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kTurns, 4>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<2, 192, kTurns, 5>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
-  rs.push_back(Run<3, 128, kTurns, 5>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 192, kTurns, 1>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 192, kTurns, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 128, kTurns, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kPromote, 1>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kPromote, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kTurns, 1>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kTurns, 2>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 192, kTurns, 3>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kPromote, 3>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kTurns, 3>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 192, kTurns, 4>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kTurns, 4>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<2, 192, kTurns, 5>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
+  rs.push_back(
+      Run<3, 128, kTurns, 5>(sms, blocks, reps, sink, cycles, src, kSrcStages, scales, ops));
   for (const Result& r : rs) {
     std::printf(
         "{\"device\": \"%s\", \"loop\": \"%s\", \"producer\": %d, \"warpgroups\": %d, "

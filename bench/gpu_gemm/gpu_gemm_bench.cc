@@ -42,8 +42,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -61,23 +61,22 @@
 namespace kd {
 namespace {
 
-#define BENCH_CHECK_CUDA(expr)                                                          \
-  do {                                                                                  \
-    cudaError_t err_ = (expr);                                                          \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr,                 \
-                   cudaGetErrorString(err_));                                           \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define BENCH_CHECK_CUDA(expr)                                                                     \
+  do {                                                                                             \
+    cudaError_t err_ = (expr);                                                                     \
+    if (err_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                                \
+    }                                                                                              \
   } while (0)
-#define BENCH_CHECK_LT(expr)                                                            \
-  do {                                                                                  \
-    cublasStatus_t st_ = (expr);                                                        \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-      std::fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #expr,   \
-                   static_cast<int>(st_));                                              \
-      return false;                                                                     \
-    }                                                                                   \
+#define BENCH_CHECK_LT(expr)                                                          \
+  do {                                                                                \
+    cublasStatus_t st_ = (expr);                                                      \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                               \
+      std::fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #expr, \
+                   static_cast<int>(st_));                                            \
+      return false;                                                                   \
+    }                                                                                 \
   } while (0)
 
 struct DeviceBuffer {
@@ -133,37 +132,36 @@ class LtGemm {
     if (desc_) cublasLtMatmulDescDestroy(desc_);
   }
   bool Init(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, bool weight_blocks,
-            const float* a_scales, const float* b_scales, void* workspace,
-            size_t workspace_bytes) {
+            const float* a_scales, const float* b_scales, void* workspace, size_t workspace_bytes) {
     lt_ = lt;
     workspace_ = workspace;
     workspace_bytes_ = workspace_bytes;
     BENCH_CHECK_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
-                                                  sizeof(ta)));
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
-                                                  sizeof(tb)));
+    BENCH_CHECK_LT(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    BENCH_CHECK_LT(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
     const cublasLtMatmulMatrixScale_t b_mode = weight_blocks
                                                    ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                                                    : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-                                                  &a_mode, sizeof(a_mode)));
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-                                                  &b_mode, sizeof(b_mode)));
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
+                                                  sizeof(a_mode)));
+    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
+                                                  sizeof(b_mode)));
     if (!SetScales(a_scales, b_scales)) return false;
     BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, k, m, k));
     BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, k, n, k));
     BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, m, n, m));
     BENCH_CHECK_LT(cublasLtMatmulPreferenceCreate(&pref_));
-    BENCH_CHECK_LT(cublasLtMatmulPreferenceSetAttribute(
-        pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-        sizeof(workspace_bytes_)));
+    BENCH_CHECK_LT(
+        cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace_bytes_, sizeof(workspace_bytes_)));
     int found = 0;
     cublasLtMatmulHeuristicResult_t result{};
-    BENCH_CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, d_, d_, pref_, 1, &result,
-                                                  &found));
+    BENCH_CHECK_LT(
+        cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, d_, d_, pref_, 1, &result, &found));
     if (found == 0) return false;
     algo_ = result.algo;
     return true;
@@ -208,8 +206,8 @@ struct Options {
   bool split = true;              // pass the scratch (split tail)
   std::vector<std::string> candidates;
   double power_seconds = 0;  // --power: soak length per kernel and round; 0: no power soak
-  std::string trace;  // prefix of per-launch clock trace files (experiment); empty: none
-  std::string shape_name;  // --shape: one NT case of this M x N x K instead of the list
+  std::string trace;         // prefix of per-launch clock trace files (experiment); empty: none
+  std::string shape_name;    // --shape: one NT case of this M x N x K instead of the list
   int64_t shape[3] = {0, 0, 0};
 };
 
@@ -262,8 +260,7 @@ double TimeBatches(F&& launch, int sets, int per_sample, cudaEvent_t start, cuda
 }
 
 double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // One power soak: `launch(set)` back to back for `seconds` after 0.3 s of settling, batches of
@@ -305,8 +302,8 @@ std::string Soak(F&& launch, int sets, int per_batch, double seconds, double flo
   char hex[32];
   std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(reasons));
   return absl::StrCat("{\"seconds\":", span, ",\"launches\":", launches,
-                      ",\"tflops\":", flops * launches / span / 1e12,
-                      ",\"watts\":", joules / span, ",\"joules_per_gemm\":", joules / launches,
+                      ",\"tflops\":", flops * launches / span / 1e12, ",\"watts\":", joules / span,
+                      ",\"joules_per_gemm\":", joules / launches,
                       ",\"gflop_per_joule\":", flops * launches / joules / 1e9,
                       ",\"sm_mhz_median\":", mhz.empty() ? 0.0 : Median(mhz),
                       ",\"clock_event_reasons\":\"", hex, "\"}");
@@ -330,8 +327,8 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   }
   // Ones, sized for the largest layout either library may read.
   DeviceBuffer a_scales(total_m * kb * 4 + 256);
-  DeviceBuffer b_scales(std::max<int64_t>(c.groups * c.n * kb, c.groups * ((c.n + 127) / 128) *
-                                                                   kb) * 4 + 256);
+  DeviceBuffer b_scales(
+      std::max<int64_t>(c.groups * c.n * kb, c.groups * ((c.n + 127) / 128) * kb) * 4 + 256);
   FillOnes(a_scales);
   FillOnes(b_scales);
   DeviceBuffer d_ours(total_m * c.n * 2), d_peer(total_m * c.n * 2);
@@ -386,10 +383,9 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   std::vector<std::vector<double>> t_cand(cand.size());
   // The peer: one cuBLASLt matmul per group (one for the dense cases).
   LtGemm peer;
-  const bool peer_ok =
-      peer.Init(lt, c.m, c.n, c.k, c.variant != GemmVariant::kTN,
-                static_cast<const float*>(a_scales.ptr), static_cast<const float*>(b_scales.ptr),
-                workspace, workspace_bytes);
+  const bool peer_ok = peer.Init(
+      lt, c.m, c.n, c.k, c.variant != GemmVariant::kTN, static_cast<const float*>(a_scales.ptr),
+      static_cast<const float*>(b_scales.ptr), workspace, workspace_bytes);
   auto cublas = [&](int s) {
     for (int64_t g = 0; g < c.groups; ++g) {
       const uint8_t* ga = static_cast<const uint8_t*>(a[s]->ptr) + g * c.m * c.k;
@@ -468,11 +464,11 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     } else {
       power = absl::StrCat("{\"limit_watts\":", nv.LimitWatts(), ",\"rounds\":[");
       for (int r = 0; r < 2; ++r) {
-        absl::StrAppend(&power, r ? "," : "", "{\"ours\":",
-                        Soak(ours, sets, per_sample, opt.power_seconds, flops, nv, rotation),
-                        ",\"cublaslt\":",
-                        Soak(cublas, sets, per_sample, opt.power_seconds, flops, nv, rotation),
-                        "}");
+        absl::StrAppend(
+            &power, r ? "," : "",
+            "{\"ours\":", Soak(ours, sets, per_sample, opt.power_seconds, flops, nv, rotation),
+            ",\"cublaslt\":",
+            Soak(cublas, sets, per_sample, opt.power_seconds, flops, nv, rotation), "}");
       }
       absl::StrAppend(&power, "]}");
     }
@@ -506,13 +502,12 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 
-  std::string out = absl::StrCat("{\"name\":\"", c.name, "\",\"variant\":\"",
-                                 GemmVariantName(c.variant), "\",\"m\":", c.m, ",\"n\":", c.n,
-                                 ",\"k\":", c.k, ",\"groups\":", c.groups, ",\"config\":\"",
-                                 GemmConfigToString(config), "\",\"split_scratch\":",
-                                 scratch_bytes > 0 ? "true" : "false", ",\"resident_ctas\":",
-                                 GemmFp8ResidentCtas(config), ",\"rotating_sets\":", sets,
-                                 ",\"launches_per_sample\":", per_sample);
+  std::string out = absl::StrCat(
+      "{\"name\":\"", c.name, "\",\"variant\":\"", GemmVariantName(c.variant), "\",\"m\":", c.m,
+      ",\"n\":", c.n, ",\"k\":", c.k, ",\"groups\":", c.groups, ",\"config\":\"",
+      GemmConfigToString(config), "\",\"split_scratch\":", scratch_bytes > 0 ? "true" : "false",
+      ",\"resident_ctas\":", GemmFp8ResidentCtas(config), ",\"rotating_sets\":", sets,
+      ",\"launches_per_sample\":", per_sample);
   if (!ok || err != cudaSuccess) {
     absl::StrAppend(&out, ",\"error\":\"", err != cudaSuccess ? cudaGetErrorString(err) : "launch",
                     "\"}");
@@ -611,7 +606,8 @@ int main(int argc, char** argv) {
       opt.config = *parsed;
       opt.has_config = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
                    "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX] [--shape=MxNxK] "
                    "[--power=SECONDS]\n",
                    argv[0]);
@@ -644,8 +640,8 @@ int main(int argc, char** argv) {
   bool first = true;
   std::vector<Case> run;
   if (!opt.shape_name.empty()) {
-    run.push_back({opt.shape_name.c_str(), GemmVariant::kNT, opt.shape[0], opt.shape[1],
-                   opt.shape[2], 1});
+    run.push_back(
+        {opt.shape_name.c_str(), GemmVariant::kNT, opt.shape[0], opt.shape[1], opt.shape[2], 1});
   } else {
     for (const Case& c : cases) {
       if (Selected(opt, c.name)) run.push_back(c);

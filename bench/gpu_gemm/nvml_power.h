@@ -27,8 +27,8 @@ class NvmlPower {
     if (lib_ == nullptr) return;
     auto sym = [&](const char* name) { return dlsym(lib_, name); };
     auto init = reinterpret_cast<int (*)()>(sym("nvmlInit_v2"));
-    auto by_pci = reinterpret_cast<int (*)(const char*, void**)>(
-        sym("nvmlDeviceGetHandleByPciBusId_v2"));
+    auto by_pci =
+        reinterpret_cast<int (*)(const char*, void**)>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
     energy_ = reinterpret_cast<int (*)(void*, unsigned long long*)>(
         sym("nvmlDeviceGetTotalEnergyConsumption"));
     clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(sym("nvmlDeviceGetClockInfo"));

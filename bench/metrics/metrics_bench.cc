@@ -16,8 +16,8 @@ prometheus::Histogram::BucketBoundaries Buckets() {
 
 void BM_FamilyAdd(benchmark::State& state) {
   kd::Metrics metrics("bench", "cpu");
-  auto& family = prometheus::BuildHistogram().Name("bench_family_add").Help("h").Register(
-      *metrics.registry());
+  auto& family =
+      prometheus::BuildHistogram().Name("bench_family_add").Help("h").Register(*metrics.registry());
   const auto buckets = Buckets();
   for (auto _ : state) {
     family
@@ -34,7 +34,8 @@ BENCHMARK(BM_FamilyAdd);
 
 void BM_CachedSeries(benchmark::State& state) {
   kd::Metrics metrics("bench", "cpu");
-  for (auto _ : state) metrics.ObserveKernel("quantize", "1x128", "bf16>e4m3fn", "cuda:0", "l", 4e-5);
+  for (auto _ : state)
+    metrics.ObserveKernel("quantize", "1x128", "bf16>e4m3fn", "cuda:0", "l", 4e-5);
 }
 BENCHMARK(BM_CachedSeries);
 

@@ -311,7 +311,8 @@ absl::Status Run(const std::string& socket) {
     for (int i = 0; i < 51; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       if (absl::Status s = client.Submit({}).status(); !s.ok()) return s;
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     std::nth_element(us.begin(), us.begin() + 25, us.end());
     return us[25];
@@ -326,8 +327,9 @@ absl::Status Run(const std::string& socket) {
             std::memcmp(td.buffer.data(), d_before.data(), d_before.size()) == 0 &&
             client.submit_ring_counts().ring_calls == 52,
         "the ring reproduces the batch's results bit for bit");
-  std::printf("  kernel time %.1f us; empty round trip %.1f us over gRPC, %.1f us through the ring\n",
-              r.kernel_seconds * 1e6, grpc_us, ring_us);
+  std::printf(
+      "  kernel time %.1f us; empty round trip %.1f us over gRPC, %.1f us through the ring\n",
+      r.kernel_seconds * 1e6, grpc_us, ring_us);
 
   if (absl::Status s = client.ReleaseBuffer(padded); !s.ok()) return s;
   absl::StatusOr<uint32_t> released = client.CloseSession();

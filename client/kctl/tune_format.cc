@@ -35,9 +35,9 @@ std::string VariantText(v1::GemmVariant v) {
 }
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "shape \"", text, "\": ", why,
-      " (want <variant>:<M>x<N>x<K>[:g<groups>][:bf16|f32], e.g. nt:4096x7168x2048)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("shape \"", text, "\": ", why,
+                   " (want <variant>:<M>x<N>x<K>[:g<groups>][:bf16|f32], e.g. nt:4096x7168x2048)"));
 }
 
 std::string Speedup(double default_seconds, double tuned_seconds) {
@@ -78,8 +78,7 @@ absl::StatusOr<v1::TuneShape> ParseTuneShape(absl::string_view text) {
       shape.set_out_dtype(v1::DTYPE_BF16);
     } else if (part == "f32") {
       shape.set_out_dtype(v1::DTYPE_F32);
-    } else if (absl::ConsumePrefix(&part, "g") && absl::SimpleAtoi(part, &groups) &&
-               groups >= 1) {
+    } else if (absl::ConsumePrefix(&part, "g") && absl::SimpleAtoi(part, &groups) && groups >= 1) {
       shape.set_groups(groups);
     } else {
       return Bad(text, absl::StrCat("\"", parts[i], "\" is neither g<groups> nor an out dtype"));
@@ -126,8 +125,8 @@ std::string ProgressLine(const v1::TuneProgress& p, int width) {
   const int total = std::max(1, p.total());
   const int done = std::min(total, p.index() + 1);
   const int filled = static_cast<int>(static_cast<int64_t>(width) * done / total);
-  return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ",
-                      done, "/", p.total(), "  ", FormatTuneShape(p.shape()), "  eta ",
+  return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ", done,
+                      "/", p.total(), "  ", FormatTuneShape(p.shape()), "  eta ",
                       FormatSeconds(p.eta_seconds()));
 }
 
@@ -136,11 +135,10 @@ std::string FormatTuneTable(const std::vector<v1::TuneProgress>& results) {
   bool any_error = false;
   for (const v1::TuneProgress& p : results) any_error |= !p.error().empty();
   for (const v1::TuneProgress& p : results) {
-    std::vector<std::string> row = {FormatTuneShape(p.shape()),
-                                    FormatKernelTime(p.default_seconds()),
-                                    FormatKernelTime(p.tuned_seconds()),
-                                    Speedup(p.default_seconds(), p.tuned_seconds()),
-                                    p.config().empty() ? "-" : p.config()};
+    std::vector<std::string> row = {
+        FormatTuneShape(p.shape()), FormatKernelTime(p.default_seconds()),
+        FormatKernelTime(p.tuned_seconds()), Speedup(p.default_seconds(), p.tuned_seconds()),
+        p.config().empty() ? "-" : p.config()};
     if (any_error) row.push_back(p.error());
     rows.push_back(std::move(row));
   }
@@ -172,11 +170,16 @@ std::string FormatCacheJson(const v1::ListCacheResponse& list) {
   w.BeginObject().Key("path").String(list.path()).Key("entries").BeginArray();
   for (const v1::CacheEntry& e : list.entries()) {
     w.BeginObject()
-        .Key("key").String(e.key())
-        .Key("config").String(e.config())
-        .Key("seconds").Double(e.seconds(), 9)
-        .Key("default_seconds").Double(e.default_seconds(), 9)
-        .Key("pinned").Bool(e.pinned())
+        .Key("key")
+        .String(e.key())
+        .Key("config")
+        .String(e.config())
+        .Key("seconds")
+        .Double(e.seconds(), 9)
+        .Key("default_seconds")
+        .Double(e.default_seconds(), 9)
+        .Key("pinned")
+        .Bool(e.pinned())
         .EndObject();
   }
   w.EndArray().EndObject();

@@ -1,5 +1,3 @@
-#include "kerneld/kernels/autotune_cache.h"
-
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/autotune_cache.h"
 #include "kernels/autotune/file_io.h"
 #include "kernels/autotune/text.h"
 
@@ -146,8 +145,8 @@ absl::StatusOr<CacheFile> ParseCacheFile(absl::string_view bytes) {
     return BadLine(1, "the format version is not an integer");
   }
   if (file.version != kCacheFileVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cache file format version ", file.version, " is not the supported ", kCacheFileVersion));
+    return absl::FailedPreconditionError(absl::StrCat("cache file format version ", file.version,
+                                                      " is not the supported ", kCacheFileVersion));
   }
   // The checksum line is the last; a file cut anywhere lacks it or fails it.
   if (bytes.empty() || bytes.back() != '\n') {
@@ -157,17 +156,15 @@ absl::StatusOr<CacheFile> ParseCacheFile(absl::string_view bytes) {
   const size_t crc_start = last == absl::string_view::npos ? 0 : last + 1;
   const absl::string_view crc_line = bytes.substr(crc_start, bytes.size() - 1 - crc_start);
   uint32_t stored = 0;
-  if (!absl::StartsWith(crc_line, kChecksumTag) ||
-      crc_line.size() != kChecksumTag.size() + 8 ||
+  if (!absl::StartsWith(crc_line, kChecksumTag) || crc_line.size() != kChecksumTag.size() + 8 ||
       !absl::SimpleHexAtoi(crc_line.substr(kChecksumTag.size()), &stored)) {
     return absl::DataLossError("cache file is truncated (no checksum line)");
   }
   const absl::string_view payload = bytes.substr(0, crc_start);
   const uint32_t actual = Crc32c(payload);
   if (actual != stored) {
-    return absl::DataLossError(
-        absl::StrFormat("cache file checksum %08x does not match its contents (%08x)", stored,
-                        actual));
+    return absl::DataLossError(absl::StrFormat(
+        "cache file checksum %08x does not match its contents (%08x)", stored, actual));
   }
 
   LineReader body(payload);
@@ -216,9 +213,9 @@ void TuneCache::Log(absl::string_view line) const {
 
 absl::Status TuneCache::CheckEntry(const TuneKey& key, absl::string_view config) const {
   if (key.device != options_.validators.device || key.arch != options_.validators.arch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "key is for device \"", key.device, "\" (", key.arch, "), this node is \"",
-        options_.validators.device, "\" (", options_.validators.arch, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("key is for device \"", key.device, "\" (", key.arch, "), this node is \"",
+                     options_.validators.device, "\" (", options_.validators.arch, ")"));
   }
   if (!IsClassed(key)) {
     return absl::InvalidArgumentError("key shape is not in its shape class (see autotune_key.h)");
@@ -445,8 +442,8 @@ absl::StatusOr<ImportResult> TuneCache::Import(absl::string_view bytes) {
   const std::string mismatch = file->validators.Mismatch(options_.validators);
   if (!mismatch.empty()) {
     result.rejected = static_cast<uint32_t>(file->entries.size());
-    result.reasons.push_back(absl::StrCat("all ", file->entries.size(),
-                                          " entries: validators differ: ", mismatch));
+    result.reasons.push_back(
+        absl::StrCat("all ", file->entries.size(), " entries: validators differ: ", mismatch));
     return result;
   }
   absl::MutexLock l(&mu_);

@@ -25,9 +25,12 @@ absl::StatusOr<DType> DTypeByName(absl::string_view name) {
 
 float DecodeAny(DType dtype, uint8_t code) {
   switch (dtype) {
-    case DType::kE4M3FNUZ: return fp8::Decode<fp8::E4M3FNUZ>(code);
-    case DType::kE5M2: return fp8::Decode<fp8::E5M2>(code);
-    default: return fp8::Decode<fp8::E4M3FN>(code);
+    case DType::kE4M3FNUZ:
+      return fp8::Decode<fp8::E4M3FNUZ>(code);
+    case DType::kE5M2:
+      return fp8::Decode<fp8::E5M2>(code);
+    default:
+      return fp8::Decode<fp8::E4M3FN>(code);
   }
 }
 
@@ -53,9 +56,15 @@ class CpuGemmHarness : public TuneHarness {
  public:
   CpuGemmHarness(int64_t m, int64_t n, int64_t k, DType ab, DType d,
                  const CpuGemmHarnessOptions& options)
-      : m_(m), n_(n), k_(k), ab_(ab), d_dtype_(d), options_(options),
-        pool_(options.threads > 0 ? options.threads
-                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      : m_(m),
+        n_(n),
+        k_(k),
+        ab_(ab),
+        d_dtype_(d),
+        options_(options),
+        pool_(options.threads > 0
+                  ? options.threads
+                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
     const uint64_t set_bytes = static_cast<uint64_t>((m + n) * k) +
                                4 * static_cast<uint64_t>((m + (n + 127) / 128) * (k / 128));
     const uint64_t want = (options.rotate_bytes + set_bytes - 1) / std::max<uint64_t>(1, set_bytes);
@@ -92,8 +101,8 @@ class CpuGemmHarness : public TuneHarness {
     for (size_t i = 0; i < output_.size(); i += elem) {
       if (std::memcmp(&set.reference[i], &output_[i], elem) != 0) {
         const int64_t e = static_cast<int64_t>(i / elem);
-        return absl::InternalError(absl::StrCat("d[", e / n_, "][", e % n_,
-                                                "] differs from the reference"));
+        return absl::InternalError(
+            absl::StrCat("d[", e / n_, "][", e % n_, "] differs from the reference"));
       }
     }
     return absl::OkStatus();

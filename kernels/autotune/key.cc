@@ -1,10 +1,9 @@
-#include "kerneld/kernels/autotune_key.h"
-
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/autotune_key.h"
 #include "kernels/autotune/text.h"
 
 namespace kd {
@@ -25,8 +24,8 @@ absl::StatusOr<int64_t> ParseDim(absl::string_view part, char prefix, absl::stri
   int64_t v = 0;
   if (part.empty() || part[0] != prefix || !absl::SimpleAtoi(part.substr(1), &v) || v < min) {
     return absl::InvalidArgumentError(absl::StrCat("tune key ", field, "=\"", part, "\" must be '",
-                                                   std::string(1, prefix), "' and an integer >= ",
-                                                   min));
+                                                   std::string(1, prefix),
+                                                   "' and an integer >= ", min));
   }
   return v;
 }
@@ -167,11 +166,10 @@ absl::StatusOr<TuneKey> GemmTuneKeyFromArgs(const GemmArgs& g, const DevicePrope
       groups = g.group_ends.present() ? g.group_ends.numel() : 1;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variant=", static_cast<int>(g.variant), " has no tune key"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant=", static_cast<int>(g.variant), " has no tune key"));
   }
-  return MakeGemmTuneKey(g.variant, g.a.dtype, g.d.dtype, m, n, k, groups, device,
-                         kernel_version);
+  return MakeGemmTuneKey(g.variant, g.a.dtype, g.d.dtype, m, n, k, groups, device, kernel_version);
 }
 
 }  // namespace kd

@@ -1,8 +1,7 @@
-#include "kerneld/kernels/autotune_runner.h"
-
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/autotune_runner.h"
 
 namespace kd {
 namespace {
@@ -20,8 +19,8 @@ TuneProgressEvent TuneOne(const TuneKey& key, TuneCache& cache, const ConfigSpac
     return event;
   }
   if (spaces.Find(key) == nullptr) {
-    event.status = absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ",
-                                                    key.variant, " on ", key.arch));
+    event.status = absl::NotFoundError(
+        absl::StrCat("no config space for ", key.op, " ", key.variant, " on ", key.arch));
     return event;
   }
   absl::StatusOr<std::unique_ptr<TuneHarness>> harness = make_harness(key);
@@ -29,8 +28,8 @@ TuneProgressEvent TuneOne(const TuneKey& key, TuneCache& cache, const ConfigSpac
     event.status = harness.status();
     return event;
   }
-  absl::StatusOr<TuneResult> result = Tune(key, spaces, **harness, timer, options,
-                                           current.has_value() ? current->config : "");
+  absl::StatusOr<TuneResult> result =
+      Tune(key, spaces, **harness, timer, options, current.has_value() ? current->config : "");
   if (!result.ok()) {
     event.status = result.status();
     return event;

@@ -1,5 +1,3 @@
-#include "kerneld/kernels/autotune_space.h"
-
 #include <algorithm>
 #include <initializer_list>
 
@@ -7,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 
 namespace kd {
@@ -107,9 +106,7 @@ constexpr int32_t kSm90GemmVersion = 16;
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Separate outputs of the key's problem, as DefaultGemmConfig counts them.
-int64_t Sm90Groups(const TuneKey& key) {
-  return key.variant == "k_grouped_tn" ? key.groups : 1;
-}
+int64_t Sm90Groups(const TuneKey& key) { return key.variant == "k_grouped_tn" ? key.groups : 1; }
 
 ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   ConfigSpace s;
@@ -125,10 +122,9 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
     }
   }
   s.heuristic = [](const TuneKey& key) {
-    return GemmConfigToString(
-        HeuristicGemmConfig(key.m, key.n, key.k, Sm90Groups(key), Sm90SmCount(key.device),
-                            key.variant == "nt",
-                            key.variant == "m_grouped_nt" ? key.groups : 0));
+    return GemmConfigToString(HeuristicGemmConfig(key.m, key.n, key.k, Sm90Groups(key),
+                                                  Sm90SmCount(key.device), key.variant == "nt",
+                                                  key.variant == "m_grouped_nt" ? key.groups : 0));
   };
   s.check = [](absl::string_view c) { return ParseGemmConfig(c).status(); };
   // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the
@@ -234,12 +230,11 @@ const ConfigSpace* ConfigSpaceRegistry::Find(absl::string_view op, absl::string_
   return nullptr;
 }
 
-absl::StatusOr<std::vector<std::string>> ConfigSpaceRegistry::Candidates(
-    const TuneKey& key) const {
+absl::StatusOr<std::vector<std::string>> ConfigSpaceRegistry::Candidates(const TuneKey& key) const {
   const ConfigSpace* space = Find(key);
   if (space == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
-                                            " on ", key.arch));
+    return absl::NotFoundError(
+        absl::StrCat("no config space for ", key.op, " ", key.variant, " on ", key.arch));
   }
   std::vector<std::string> out;
   for (const std::string& c : space->configs) {
@@ -251,8 +246,8 @@ absl::StatusOr<std::vector<std::string>> ConfigSpaceRegistry::Candidates(
 absl::StatusOr<std::string> ConfigSpaceRegistry::Default(const TuneKey& key) const {
   const ConfigSpace* space = Find(key);
   if (space == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
-                                            " on ", key.arch));
+    return absl::NotFoundError(
+        absl::StrCat("no config space for ", key.op, " ", key.variant, " on ", key.arch));
   }
   return space->heuristic(key);
 }
@@ -260,13 +255,13 @@ absl::StatusOr<std::string> ConfigSpaceRegistry::Default(const TuneKey& key) con
 absl::Status ConfigSpaceRegistry::CheckEntry(const TuneKey& key, absl::string_view config) const {
   const ConfigSpace* space = Find(key);
   if (space == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
-                                            " on ", key.arch));
+    return absl::NotFoundError(
+        absl::StrCat("no config space for ", key.op, " ", key.variant, " on ", key.arch));
   }
   if (space->kernel_version != key.kernel_version) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("key was tuned for kernel version ", key.kernel_version, "; this build has ",
-                     space->kernel_version));
+    return absl::FailedPreconditionError(absl::StrCat("key was tuned for kernel version ",
+                                                      key.kernel_version, "; this build has ",
+                                                      space->kernel_version));
   }
   return space->check(config);
 }
@@ -298,14 +293,14 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseConfigFields(
     while (i < part.size() && part[i] >= 'a' && part[i] <= 'z') ++i;
     int64_t v = 0;
     const absl::string_view digits = part.substr(i);
-    const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
+    const bool all_digits =
+        !digits.empty() &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (i == 0 || !all_digits || digits.size() > 9 || !absl::SimpleAtoi(digits, &v) ||
         (digits.size() > 1 && digits[0] == '0')) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config \"", config, "\" field \"", part,
-          "\" is not a lower-case name followed by a decimal integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("config \"", config, "\" field \"", part,
+                       "\" is not a lower-case name followed by a decimal integer"));
     }
     out.emplace_back(std::string(part.substr(0, i)), v);
   }

@@ -1,11 +1,10 @@
-#include "kerneld/kernels/autotune_tuner.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/autotune_tuner.h"
 
 namespace kd {
 namespace {
@@ -102,8 +101,7 @@ absl::StatusOr<double> WallTimer::Time(absl::string_view,
 }
 
 double WallTimer::Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 Measurement Summarize(std::vector<double> samples) {
@@ -123,9 +121,10 @@ Measurement Summarize(std::vector<double> samples) {
 
 bool Beats(const Measurement& challenger, const Measurement& incumbent,
            const TuneOptions& options) {
-  const double noise = std::sqrt(incumbent.noise * incumbent.noise +
-                                 challenger.noise * challenger.noise);
-  const double margin = std::max(options.noise_sigmas * noise, options.min_margin * incumbent.median);
+  const double noise =
+      std::sqrt(incumbent.noise * incumbent.noise + challenger.noise * challenger.noise);
+  const double margin =
+      std::max(options.noise_sigmas * noise, options.min_margin * incumbent.median);
   return incumbent.median - challenger.median > margin;
 }
 
@@ -136,8 +135,8 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
   if (!options_ok.ok()) return options_ok;
   const ConfigSpace* space = spaces.Find(key);
   if (space == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no config space for ", key.op, " ", key.variant,
-                                            " on ", key.arch));
+    return absl::NotFoundError(
+        absl::StrCat("no config space for ", key.op, " ", key.variant, " on ", key.arch));
   }
   absl::StatusOr<std::vector<std::string>> candidates = spaces.Candidates(key);
   if (!candidates.ok()) return candidates.status();

@@ -28,8 +28,7 @@ class CpuBackend;
 // released; imported ones belong to the client and are only unmapped.
 class ShmRegion : public Region {
  public:
-  ShmRegion(void* data, uint64_t size, bool owned, std::string name,
-            std::atomic<uint64_t>* counter)
+  ShmRegion(void* data, uint64_t size, bool owned, std::string name, std::atomic<uint64_t>* counter)
       : data_(data),
         size_(size),
         owned_(owned),
@@ -69,7 +68,9 @@ absl::Status CheckNotTruncated(const Op& op) {
   for (const NamedTensor& t : OpTensors(op)) {
     if (t.tensor->data != nullptr && ShmFaultedAt(t.tensor->data)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          t.field, ": its shared-memory object was truncated by another process while the daemon had it mapped; the buffer's contents are gone (release it and register a new one)"));
+          t.field,
+          ": its shared-memory object was truncated by another process while the daemon had it "
+          "mapped; the buffer's contents are gone (release it and register a new one)"));
     }
   }
   return absl::OkStatus();
@@ -106,25 +107,30 @@ class CpuBackend : public Backend {
   bool Healthy() const override { return true; }
 
   absl::StatusOr<std::unique_ptr<Region>> Allocate(int device, uint64_t bytes) override {
-    if (device != 0) return absl::InvalidArgumentError(absl::StrCat("device=", device, " does not exist on the cpu backend (only 0)"));
+    if (device != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("device=", device, " does not exist on the cpu backend (only 0)"));
     if (bytes == 0) return absl::InvalidArgumentError("size=0 must be > 0");
-    const std::string name = absl::StrFormat("/kerneld.%d.%016x.%d", getpid(), name_salt_,
-                                             next_id_.fetch_add(1));
+    const std::string name =
+        absl::StrFormat("/kerneld.%d.%016x.%d", getpid(), name_salt_, next_id_.fetch_add(1));
     const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0660);
-    if (fd < 0) return absl::InternalError(absl::StrCat("shm_open ", name, ": ", ErrnoMessage(errno)));
+    if (fd < 0)
+      return absl::InternalError(absl::StrCat("shm_open ", name, ": ", ErrnoMessage(errno)));
     fchmod(fd, 0660);  // the umask must not hide it from the trainer group
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       const int err = errno;
       close(fd);
       shm_unlink(name.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat("cannot size shared memory to ", bytes, " bytes: ", ErrnoMessage(err)));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot size shared memory to ", bytes, " bytes: ", ErrnoMessage(err)));
     }
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
       const int err = errno;
       shm_unlink(name.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat("mmap of ", bytes, " bytes: ", ErrnoMessage(err)));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("mmap of ", bytes, " bytes: ", ErrnoMessage(err)));
     }
     return std::make_unique<ShmRegion>(p, bytes, /*owned=*/true, name, &used_);
   }
@@ -141,38 +147,49 @@ class CpuBackend : public Backend {
   }
 
   absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) override {
-    if (handle.shm_name.empty()) return absl::InvalidArgumentError("shm_name is required on the cpu backend");
+    if (handle.shm_name.empty())
+      return absl::InvalidArgumentError("shm_name is required on the cpu backend");
     if (handle.shm_name[0] != '/' || handle.shm_name.size() > 255 ||
         handle.shm_name.find('/', 1) != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("shm_name=\"", handle.shm_name, "\" must be \"/name\" with no other '/' and at most 255 bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shm_name=\"", handle.shm_name,
+                       "\" must be \"/name\" with no other '/' and at most 255 bytes"));
     }
     if (handle.size == 0) return absl::InvalidArgumentError("size=0 must be > 0");
     const int fd = shm_open(handle.shm_name.c_str(), O_RDWR, 0);
     if (fd < 0) {
       const int err = errno;
-      return absl::InvalidArgumentError(absl::StrCat("shm_name=\"", handle.shm_name, "\" cannot be opened: ", ErrnoMessage(err)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shm_name=\"", handle.shm_name, "\" cannot be opened: ", ErrnoMessage(err)));
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
       const int err = errno;
       close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("fstat of shm_name=\"", handle.shm_name, "\": ", ErrnoMessage(err)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fstat of shm_name=\"", handle.shm_name, "\": ", ErrnoMessage(err)));
     }
     if (handle.size > static_cast<uint64_t>(st.st_size)) {
       close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("size=", handle.size, " exceeds the real size ", st.st_size, " of shm_name=\"", handle.shm_name, "\""));
+      return absl::InvalidArgumentError(absl::StrCat("size=", handle.size,
+                                                     " exceeds the real size ", st.st_size,
+                                                     " of shm_name=\"", handle.shm_name, "\""));
     }
     void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
       const int err = errno;
-      return absl::InvalidArgumentError(absl::StrCat("mmap of shm_name=\"", handle.shm_name, "\": ", ErrnoMessage(err)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mmap of shm_name=\"", handle.shm_name, "\": ", ErrnoMessage(err)));
     }
-    return std::make_unique<ShmRegion>(p, handle.size, /*owned=*/false, handle.shm_name, &imported_);
+    return std::make_unique<ShmRegion>(p, handle.size, /*owned=*/false, handle.shm_name,
+                                       &imported_);
   }
 
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override {
-    if (device != 0) return absl::InvalidArgumentError(absl::StrCat("device=", device, " does not exist on the cpu backend"));
+    if (device != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("device=", device, " does not exist on the cpu backend"));
     return std::make_unique<CpuStream>();
   }
   absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int, absl::string_view) override {
@@ -196,10 +213,14 @@ class CpuBackend : public Backend {
     KD_RETURN_IF_ERROR(CheckNotTruncated(op));
     const auto start = std::chrono::steady_clock::now();
     absl::Status status;
-    if (auto* q = std::get_if<QuantizeArgs>(&op)) status = QuantizeCpu(*q, pool_);
-    else if (auto* g = std::get_if<GemmArgs>(&op)) status = RunGemm(*g);
-    else if (auto* p = std::get_if<PadArgs>(&op)) status = PadCpu(*p, pool_);
-    else if (auto* u = std::get_if<UnpadArgs>(&op)) status = UnpadCpu(*u, pool_);
+    if (auto* q = std::get_if<QuantizeArgs>(&op))
+      status = QuantizeCpu(*q, pool_);
+    else if (auto* g = std::get_if<GemmArgs>(&op))
+      status = RunGemm(*g);
+    else if (auto* p = std::get_if<PadArgs>(&op))
+      status = PadCpu(*p, pool_);
+    else if (auto* u = std::get_if<UnpadArgs>(&op))
+      status = UnpadCpu(*u, pool_);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     if (status.ok()) status = CheckNotTruncated(op);  // truncated while the op ran
     if (status.ok() && on_timed) on_timed(elapsed.count());

@@ -31,9 +31,12 @@ const DecodeTable& TableFor(DType dtype) {
   static const DecodeTable kE4M3FNUZ = MakeTable<fp8::E4M3FNUZ>();
   static const DecodeTable kE5M2 = MakeTable<fp8::E5M2>();
   switch (dtype) {
-    case DType::kE4M3FNUZ: return kE4M3FNUZ;
-    case DType::kE5M2: return kE5M2;
-    default: return kE4M3FN;
+    case DType::kE4M3FNUZ:
+      return kE4M3FNUZ;
+    case DType::kE5M2:
+      return kE5M2;
+    default:
+      return kE4M3FN;
   }
 }
 
@@ -189,14 +192,13 @@ absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool, const CpuGemmCo
   const int64_t experts = g.b.shape[0], n = g.b.shape[1];
   const std::vector<int64_t> ends = ReadGroupEnds(g.group_ends);
   KD_RETURN_IF_ERROR(CheckGroupEnds(ends.data(), experts, total, "group_ends"));
-  const std::vector<float> a =
-      Decode(Bytes(g.a), total, k, g.a.strides[0], g.a.dtype, false, pool);
+  const std::vector<float> a = Decode(Bytes(g.a), total, k, g.a.strides[0], g.a.dtype, false, pool);
   int64_t begin = 0;
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t rows = ends[e] - begin;
     if (rows > 0) {
-      const std::vector<float> b = Decode(Bytes(g.b) + e * g.b.strides[0], n, k, g.b.strides[1],
-                                          g.b.dtype, false, pool);
+      const std::vector<float> b =
+          Decode(Bytes(g.b) + e * g.b.strides[0], n, k, g.b.strides[1], g.b.dtype, false, pool);
       NtProblem p;
       p.a = a.data() + begin * k;
       p.b = b.data();
@@ -286,11 +288,16 @@ absl::Status CpuSupportsGemm(const GemmArgs& a) {
 
 absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& config) {
   switch (g.variant) {
-    case GemmVariant::kNT: return GemmNt(g, pool, kQuantBlock, config);
-    case GemmVariant::kNN: return GemmNn(g, pool, config);
-    case GemmVariant::kTN: return GemmNt(g, pool, 1, config);
-    case GemmVariant::kMGroupedNT: return GemmMGroupedNt(g, pool, config);
-    case GemmVariant::kKGroupedTN: return GemmKGroupedTn(g, pool, config);
+    case GemmVariant::kNT:
+      return GemmNt(g, pool, kQuantBlock, config);
+    case GemmVariant::kNN:
+      return GemmNn(g, pool, config);
+    case GemmVariant::kTN:
+      return GemmNt(g, pool, 1, config);
+    case GemmVariant::kMGroupedNT:
+      return GemmMGroupedNt(g, pool, config);
+    case GemmVariant::kKGroupedTN:
+      return GemmKGroupedTn(g, pool, config);
     default:
       return CpuSupportsGemm(g);
   }

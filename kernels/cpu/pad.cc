@@ -57,8 +57,10 @@ absl::Status PadCpu(const PadArgs& a, ThreadPool& pool) {
         const int64_t i = r - padded_start;
         if (i < ends[g] - group_start) src = group_start + i;
       }
-      if (src >= 0) std::memcpy(out + r * out_stride, in + src * in_stride, row_bytes);
-      else std::memset(out + r * out_stride, 0, row_bytes);
+      if (src >= 0)
+        std::memcpy(out + r * out_stride, in + src * in_stride, row_bytes);
+      else
+        std::memset(out + r * out_stride, 0, row_bytes);
     }
   });
   int32_t* pe = a.padded_group_ends.as<int32_t>();
@@ -71,9 +73,9 @@ absl::Status UnpadCpu(const UnpadArgs& a, ThreadPool& pool) {
   KD_RETURN_IF_ERROR(CheckGroupEnds(ends.data(), ends.size(), a.output.shape[0], "group_ends"));
   const std::vector<int64_t> padded = PaddedEnds(ends, a.alignment);
   if (!padded.empty() && padded.back() > a.input.shape[0]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input.shape[0]=", a.input.shape[0], " is less than the padded row count ", padded.back(),
-        " that group_ends and alignment=", a.alignment, " give"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input.shape[0]=", a.input.shape[0], " is less than the padded row count ",
+                     padded.back(), " that group_ends and alignment=", a.alignment, " give"));
   }
   const size_t row_bytes = a.input.shape[1] * DTypeSize(a.input.dtype);
   const size_t in_stride = a.input.strides[0] * DTypeSize(a.input.dtype);

@@ -63,7 +63,10 @@ class PoolRegion : public Region {
 class IpcRegion : public Region {
  public:
   IpcRegion(IpcMappings* mappings, std::string handle, void* data, uint64_t size, int device)
-      : mappings_(mappings), handle_(std::move(handle)), data_(data), size_(size),
+      : mappings_(mappings),
+        handle_(std::move(handle)),
+        data_(data),
+        size_(size),
         device_(device) {}
   ~IpcRegion() override { mappings_->Close(device_, handle_); }
   void* data() const override { return data_; }
@@ -91,9 +94,8 @@ class ErrorRecordSlabs {
     absl::MutexLock lock(&mu_);
     if (free_.empty()) {
       void* slab = nullptr;
-      KD_GPU_RETURN_IF_ERROR(
-          cudaHostAlloc(&slab, kSlabRecords * sizeof(DeviceErrorRecord),
-                        cudaHostAllocMapped | cudaHostAllocPortable));
+      KD_GPU_RETURN_IF_ERROR(cudaHostAlloc(&slab, kSlabRecords * sizeof(DeviceErrorRecord),
+                                           cudaHostAllocMapped | cudaHostAllocPortable));
       slabs_.push_back(slab);
       auto* records = static_cast<DeviceErrorRecord*>(slab);
       for (int i = 0; i < kSlabRecords; ++i) free_.push_back(&records[i]);
@@ -144,7 +146,7 @@ class CudaStream : public Stream {
 
   // A fresh record for the op being launched, listed in the open group.
   absl::StatusOr<DeviceErrorRecord*> TakeCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    KD_ASSIGN_OR_RETURN(DeviceErrorRecord* record, slabs_->Take());
+    KD_ASSIGN_OR_RETURN(DeviceErrorRecord * record, slabs_->Take());
     open_.checks.push_back({open_.ops, record});
     return record;
   }
@@ -190,17 +192,23 @@ class CudaEvent : public Event {
 
 cuda::InputType InputTypeOf(DType d) {
   switch (d) {
-    case DType::kF32: return cuda::InputType::kF32;
-    case DType::kF16: return cuda::InputType::kF16;
-    default: return cuda::InputType::kBF16;
+    case DType::kF32:
+      return cuda::InputType::kF32;
+    case DType::kF16:
+      return cuda::InputType::kF16;
+    default:
+      return cuda::InputType::kBF16;
   }
 }
 
 cuda::Fp8Format FormatOf(DType d) {
   switch (d) {
-    case DType::kE4M3FNUZ: return cuda::Fp8Format::kE4M3FNUZ;
-    case DType::kE5M2: return cuda::Fp8Format::kE5M2;
-    default: return cuda::Fp8Format::kE4M3FN;
+    case DType::kE4M3FNUZ:
+      return cuda::Fp8Format::kE4M3FNUZ;
+    case DType::kE5M2:
+      return cuda::Fp8Format::kE5M2;
+    default:
+      return cuda::Fp8Format::kE4M3FN;
   }
 }
 
@@ -209,17 +217,17 @@ absl::Status DeviceErrorStatus(const DeviceErrorRecord& r) {
   const absl::string_view op = r.op == 0 ? "pad" : (r.op == 1 ? "unpad" : "quantize");
   switch (r.code) {
     case DeviceErrorRecord::kGroupEndDecreasing:
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": group_ends[", r.group, "]=", r.value, " is less than ",
-          r.group == 0 ? "0" : absl::StrCat("group_ends[", r.group - 1, "]=", r.bound),
-          "; group ends must be non-decreasing and non-negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": group_ends[", r.group, "]=", r.value, " is less than ",
+                       r.group == 0 ? "0" : absl::StrCat("group_ends[", r.group - 1, "]=", r.bound),
+                       "; group ends must be non-decreasing and non-negative"));
     case DeviceErrorRecord::kGroupEndTotal:
       return absl::InvalidArgumentError(absl::StrCat(op, ": group_ends[", r.group, "]=", r.value,
                                                      " must equal the row count ", r.bound));
     case DeviceErrorRecord::kPaddedRowsExceed:
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": input.shape[0]=", r.bound, " is less than the padded row count ",
-                       r.value, " that group_ends and alignment give"));
+      return absl::InvalidArgumentError(absl::StrCat(op, ": input.shape[0]=", r.bound,
+                                                     " is less than the padded row count ", r.value,
+                                                     " that group_ends and alignment give"));
     default:
       return absl::InternalError(absl::StrCat(op, ": unknown device error code ", r.code));
   }
@@ -268,8 +276,8 @@ absl::Status SupportsGemm(const GemmArgs& g, const std::vector<DeviceProperties>
 #ifdef KD_HAVE_CUDA_GEMM
   for (const DeviceProperties& p : devices) {
     if (p.arch != "sm_90") {
-      return absl::UnimplementedError(absl::StrCat(
-          "the cuda gemm needs an sm_90 (Hopper) device; ", p.name, " is ", p.arch));
+      return absl::UnimplementedError(
+          absl::StrCat("the cuda gemm needs an sm_90 (Hopper) device; ", p.name, " is ", p.arch));
     }
   }
   return CudaSupportsGemmFp8(g);
@@ -289,8 +297,8 @@ absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_R
     KD_ASSIGN_OR_RETURN(scratch, s.Scratch(bytes));
   }
   const cudaStream_t stream = s.stream();
-  const GemmConfig fallback = DefaultGemmConfig(
-      g.variant == GemmVariant::kNN ? NnAsNtArgs(g, nullptr, nullptr) : g, prop);
+  const GemmConfig fallback =
+      DefaultGemmConfig(g.variant == GemmVariant::kNN ? NnAsNtArgs(g, nullptr, nullptr) : g, prop);
   if (g.config.empty()) return LaunchGemmFp8(g, fallback, stream, scratch);
   absl::StatusOr<GemmConfig> config = ParseGemmConfig(g.config);
   if (!config.ok()) {
@@ -381,8 +389,8 @@ class CudaBackend : public Backend {
             "ipc_handle names memory of the daemon's own pool; use that buffer directly");
       }
     }
-    KD_ASSIGN_OR_RETURN(void* data, mappings_.Open(handle.device, handle.ipc_handle,
-                                                   handle.offset, handle.size));
+    KD_ASSIGN_OR_RETURN(
+        void* data, mappings_.Open(handle.device, handle.ipc_handle, handle.offset, handle.size));
     return std::unique_ptr<Region>(
         new IpcRegion(&mappings_, handle.ipc_handle, data, handle.size, handle.device));
   }
@@ -395,8 +403,7 @@ class CudaBackend : public Backend {
     return std::unique_ptr<Stream>(new CudaStream(device, stream, &error_slabs_));
   }
 
-  absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device,
-                                                   absl::string_view handle) override {
+  absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device, absl::string_view handle) override {
     KD_RETURN_IF_ERROR(CheckDevice(device));
     if (handle.size() != sizeof(cudaIpcEventHandle_t)) {
       return absl::InvalidArgumentError(absl::StrCat("event handle has ", handle.size(),
@@ -419,7 +426,7 @@ class CudaBackend : public Backend {
   }
 
   absl::Status StreamWaitEvent(Stream& stream, Event& event) override {
-    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
     auto* e = dynamic_cast<CudaEvent*>(&event);
     if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
@@ -427,7 +434,7 @@ class CudaBackend : public Backend {
   }
 
   absl::Status RecordEvent(Stream& stream, Event& event) override {
-    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
     auto* e = dynamic_cast<CudaEvent*>(&event);
     if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
     if (e->device() != s->device()) {
@@ -439,7 +446,7 @@ class CudaBackend : public Backend {
   }
 
   absl::Status Synchronize(Stream& stream) override {
-    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
     CudaStream::Group group;
     {
       absl::MutexLock lock(&s->mu());
@@ -506,14 +513,14 @@ class CudaBackend : public Backend {
     if (!healthy_.load()) {
       return absl::UnavailableError("the cuda backend saw a sticky device error and is unhealthy");
     }
-    KD_ASSIGN_OR_RETURN(CudaStream* s, AsCuda(stream));
+    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
     KD_RETURN_IF_ERROR(Supports(op));
     KD_RETURN_IF_ERROR(Validate(op));
     for (const NamedTensor& t : OpTensors(op)) {
       if (t.tensor->loc != DeviceLoc{BackendKind::kCuda, s->device()}) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            t.field, " is on ", BackendName(t.tensor->loc.kind), ":", t.tensor->loc.device,
-            " but the stream is on cuda:", s->device()));
+        return absl::FailedPreconditionError(
+            absl::StrCat(t.field, " is on ", BackendName(t.tensor->loc.kind), ":",
+                         t.tensor->loc.device, " but the stream is on cuda:", s->device()));
       }
     }
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
@@ -536,8 +543,7 @@ class CudaBackend : public Backend {
   absl::Status CheckDevice(int device) const {
     if (device < 0 || device >= device_count_) {
       return absl::InvalidArgumentError(absl::StrCat("device=", device, " does not exist on the ",
-                                                     "cuda backend (", device_count_,
-                                                     " devices)"));
+                                                     "cuda backend (", device_count_, " devices)"));
     }
     return absl::OkStatus();
   }
@@ -551,8 +557,10 @@ class CudaBackend : public Backend {
   // A Status for `err`; a sticky error marks the backend unhealthy.
   absl::Status Check(cudaError_t err, absl::string_view what) {
     if (err == cudaSuccess) return absl::OkStatus();
-    if (IsStickyCudaError(err)) healthy_.store(false);
-    else cudaGetLastError();
+    if (IsStickyCudaError(err))
+      healthy_.store(false);
+    else
+      cudaGetLastError();
     return CudaStatus(err, what);
   }
 
@@ -586,8 +594,12 @@ class CudaBackend : public Backend {
       case QuantGranularity::kMx1x32:
         p.kind = t ? cuda::RowQuantizeKind::kMx1x32Transposed : cuda::RowQuantizeKind::kMx1x32;
         break;
-      case QuantGranularity::kJaggedRowwise: p.kind = cuda::RowQuantizeKind::kJaggedRowwise; break;
-      default: p.kind = cuda::RowQuantizeKind::kJaggedColwise; break;
+      case QuantGranularity::kJaggedRowwise:
+        p.kind = cuda::RowQuantizeKind::kJaggedRowwise;
+        break;
+      default:
+        p.kind = cuda::RowQuantizeKind::kJaggedColwise;
+        break;
     }
     p.input = q.input.data;
     p.input_stride = q.input.strides[0];
@@ -623,9 +635,12 @@ class CudaBackend : public Backend {
     const bool t = q.transpose_output;
     switch (q.granularity) {
       case QuantGranularity::k1x128:
-        if (q.output_t.present()) mode = cuda::TiledQuantizeMode::kDual;
-        else if (t) mode = cuda::TiledQuantizeMode::k1x128Transposed;
-        else return false;
+        if (q.output_t.present())
+          mode = cuda::TiledQuantizeMode::kDual;
+        else if (t)
+          mode = cuda::TiledQuantizeMode::k1x128Transposed;
+        else
+          return false;
         return true;
       case QuantGranularity::k128x1:
         mode = t ? cuda::TiledQuantizeMode::k128x1Transposed : cuda::TiledQuantizeMode::k128x1;
@@ -674,8 +689,8 @@ class CudaBackend : public Backend {
                               q->granularity == QuantGranularity::k128x128) &&
                              !q->transpose_output;
       if (!blockwise) {
-        return absl::UnimplementedError(absl::StrCat(
-            "quantize ", GranularityName(q->granularity), " has no cuda kernel"));
+        return absl::UnimplementedError(
+            absl::StrCat("quantize ", GranularityName(q->granularity), " has no cuda kernel"));
       }
       cuda::QuantizeParams p;
       p.input = q->input.data;
@@ -697,8 +712,7 @@ class CudaBackend : public Backend {
     const bool unpad = std::holds_alternative<UnpadArgs>(op);
     if (std::holds_alternative<PadArgs>(op) || unpad) {
       const Tensor& input = unpad ? std::get<UnpadArgs>(op).input : std::get<PadArgs>(op).input;
-      const Tensor& output =
-          unpad ? std::get<UnpadArgs>(op).output : std::get<PadArgs>(op).output;
+      const Tensor& output = unpad ? std::get<UnpadArgs>(op).output : std::get<PadArgs>(op).output;
       const Tensor& ends =
           unpad ? std::get<UnpadArgs>(op).group_ends : std::get<PadArgs>(op).group_ends;
       const int64_t esize = static_cast<int64_t>(DTypeSize(input.dtype));

@@ -41,9 +41,9 @@ inline absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
 }  // namespace kd
 
 // Returns a Status from the enclosing function when the CUDA call `expr` fails.
-#define KD_GPU_RETURN_IF_ERROR(expr)                                   \
-  do {                                                                 \
-    const cudaError_t kd_cuda_err_ = (expr);                           \
+#define KD_GPU_RETURN_IF_ERROR(expr)                                               \
+  do {                                                                             \
+    const cudaError_t kd_cuda_err_ = (expr);                                       \
     if (kd_cuda_err_ != cudaSuccess) return ::kd::CudaStatus(kd_cuda_err_, #expr); \
   } while (0)
 

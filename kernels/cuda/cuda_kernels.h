@@ -23,14 +23,14 @@ struct QuantizeParams {
   const void* input = nullptr;  // (m, k)
   int64_t input_stride = 0;
   InputType input_type = InputType::kBF16;
-  uint8_t* output = nullptr;    // (m, k)
+  uint8_t* output = nullptr;  // (m, k)
   int64_t output_stride = 0;
   Fp8Format format = Fp8Format::kE4M3FN;
-  float* scales = nullptr;      // (m, k/128) or (k/128, m) [1x128]; (ceil(m/128), k/128) [128x128]
+  float* scales = nullptr;  // (m, k/128) or (k/128, m) [1x128]; (ceil(m/128), k/128) [128x128]
   int64_t scales_stride = 0;
   int64_t m = 0;
-  int64_t k = 0;                // a multiple of 128
-  bool tile_128x128 = false;    // false: 1x128 blocks
+  int64_t k = 0;              // a multiple of 128
+  bool tile_128x128 = false;  // false: 1x128 blocks
   bool k_block_major_scales = false;
   bool pow2_scales = false;
   float eps = 1e-12f;
@@ -69,7 +69,7 @@ struct TiledQuantizeParams {
   int64_t scales_stride = 0;
   uint8_t* output_t = nullptr;  // kDual only
   int64_t output_t_stride = 0;
-  float* scales_t = nullptr;    // kDual only
+  float* scales_t = nullptr;  // kDual only
   int64_t scales_t_stride = 0;
   bool k_block_major_scales = false;  // k1x128Transposed and kDual
   bool pow2_scales = false;
@@ -95,7 +95,7 @@ struct DeviceErrorRecord {
     kPaddedRowsExceed = 3,    // unpad: padded row count (value) > input rows (bound)
   };
   int32_t code;
-  int32_t op;     // 0: pad, 1: unpad, 2: quantize (jagged)
+  int32_t op;  // 0: pad, 1: unpad, 2: quantize (jagged)
   int64_t group;
   int64_t value;
   int64_t bound;
@@ -106,22 +106,22 @@ struct DeviceErrorRecord {
 uint64_t PadScratchBytes(int64_t groups);
 
 struct PadParams {
-  const void* input = nullptr;        // (in_rows, row_bytes / elem) rows of bytes
+  const void* input = nullptr;  // (in_rows, row_bytes / elem) rows of bytes
   int64_t input_stride_bytes = 0;
   void* output = nullptr;
   int64_t output_stride_bytes = 0;
   int64_t in_rows = 0;
   int64_t out_rows = 0;
   int64_t row_bytes = 0;
-  const void* group_ends = nullptr;   // (groups) i32 or i64, client memory, read once
-  int64_t group_ends_stride = 0;      // elements
+  const void* group_ends = nullptr;  // (groups) i32 or i64, client memory, read once
+  int64_t group_ends_stride = 0;     // elements
   bool group_ends_i64 = false;
   int64_t groups = 0;
   int32_t* padded_group_ends = nullptr;  // pad only: (groups) i32
   int64_t padded_group_ends_stride = 0;
   int32_t alignment = 0;
-  void* scratch = nullptr;            // PadScratchBytes(groups) bytes of device memory
-  DeviceErrorRecord* error = nullptr; // host-mapped
+  void* scratch = nullptr;             // PadScratchBytes(groups) bytes of device memory
+  DeviceErrorRecord* error = nullptr;  // host-mapped
 };
 // Pad: output rows of group g start at a multiple of `alignment`; rows past a group's data and
 // past the last group are zero. Group ends are copied to scratch and checked on the device
@@ -136,16 +136,23 @@ cudaError_t LaunchUnpad(const PadParams& params, cudaStream_t stream);
 // kernels/cpu/quantize.cc: per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ (the
 // *Transposed kinds), jagged_rowwise (1x128 of X, group ends checked) and jagged_colwise (Y = Xᵀ,
 // one scale per (group, column of X)). Strides are in elements.
-enum class RowQuantizeKind : uint8_t { kPerRow, kPerTensor, kMx1x32, kJaggedRowwise,
-                                       kJaggedColwise, kPerRowTransposed, kPerTensorTransposed,
-                                       kMx1x32Transposed };
+enum class RowQuantizeKind : uint8_t {
+  kPerRow,
+  kPerTensor,
+  kMx1x32,
+  kJaggedRowwise,
+  kJaggedColwise,
+  kPerRowTransposed,
+  kPerTensorTransposed,
+  kMx1x32Transposed
+};
 struct RowQuantizeParams {
   RowQuantizeKind kind = RowQuantizeKind::kPerRow;
   const void* input = nullptr;  // X (m, k)
   int64_t input_stride = 0;
   InputType input_type = InputType::kBF16;
   int64_t m = 0, k = 0;
-  uint8_t* output = nullptr;    // Y: (m, k), or (k, m) for jagged_colwise and *Transposed
+  uint8_t* output = nullptr;  // Y: (m, k), or (k, m) for jagged_colwise and *Transposed
   int64_t output_stride = 0;
   Fp8Format format = Fp8Format::kE4M3FN;
   // f32, or u8 e8m0 for mx1x32: (m, 1) per_row, (1) per_tensor, (m, k/32) mx1x32, (m, k/128) or
@@ -165,7 +172,7 @@ struct RowQuantizeParams {
   bool group_ends_i64 = false;
   int64_t groups = 0;
   DeviceErrorRecord* error = nullptr;
-  void* scratch = nullptr;      // RowQuantizeScratchBytes(params) bytes of device memory
+  void* scratch = nullptr;  // RowQuantizeScratchBytes(params) bytes of device memory
 };
 // Device scratch LaunchRowQuantize needs for `params` (0: none), 256-byte aligned.
 uint64_t RowQuantizeScratchBytes(const RowQuantizeParams& params);

@@ -56,7 +56,7 @@ class DevicePool {
   const int device_;
   const uint64_t cap_bytes_;
   mutable absl::Mutex mu_;
-  std::multimap<uint64_t, void*> free_ ABSL_GUARDED_BY(mu_);  // size class -> block
+  std::multimap<uint64_t, void*> free_ ABSL_GUARDED_BY(mu_);    // size class -> block
   std::map<void*, std::string> exported_ ABSL_GUARDED_BY(mu_);  // block -> handle bytes
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pooled_ ABSL_GUARDED_BY(mu_) = 0;

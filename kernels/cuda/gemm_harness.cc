@@ -59,9 +59,12 @@ struct Dims {
   int64_t b_rows() const { return variant == GemmVariant::kMGroupedNT ? groups * n : n; }
   int64_t b_scale_rows() const {
     switch (variant) {
-      case GemmVariant::kNT: return CeilDiv(n, 128);
-      case GemmVariant::kMGroupedNT: return groups * CeilDiv(n, 128);
-      default: return n;
+      case GemmVariant::kNT:
+        return CeilDiv(n, 128);
+      case GemmVariant::kMGroupedNT:
+        return groups * CeilDiv(n, 128);
+      default:
+        return n;
     }
   }
   int64_t d_elems() const { return (variant == GemmVariant::kKGroupedTN ? groups : 1) * m * n; }
@@ -126,8 +129,8 @@ class CudaGemmHarness : public TuneHarness {
     const uint64_t set_bytes = dims_.input_bytes();
     uint64_t want = options_.rotate_bytes;
     if (want == 0) want = 2 * static_cast<uint64_t>(std::max(prop_.l2CacheSize, 1 << 20));
-    int sets = static_cast<int>(std::clamp<uint64_t>(CeilDiv(want, set_bytes), 1,
-                                                     kMaxCudaInputSets));
+    int sets =
+        static_cast<int>(std::clamp<uint64_t>(CeilDiv(want, set_bytes), 1, kMaxCudaInputSets));
     size_t free_bytes = 0, total_bytes = 0;
     KD_GPU_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
     // Each set holds its inputs and, once checked against, the default's output; keep a quarter
@@ -135,9 +138,9 @@ class CudaGemmHarness : public TuneHarness {
     const uint64_t per_set = set_bytes + d_bytes;
     const uint64_t usable = free_bytes / 4 * 3;
     if (per_set + d_bytes > usable) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "tuning ", dims_.m, "x", dims_.n, "x", dims_.k, " needs ", per_set + d_bytes,
-          " bytes of device memory; ", free_bytes, " are free"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tuning ", dims_.m, "x", dims_.n, "x", dims_.k, " needs ", per_set + d_bytes,
+                       " bytes of device memory; ", free_bytes, " are free"));
     }
     sets = static_cast<int>(std::min<uint64_t>(sets, (usable - d_bytes) / per_set));
 
@@ -149,7 +152,8 @@ class CudaGemmHarness : public TuneHarness {
       KD_RETURN_IF_ERROR(s.a_scales.Allocate(4 * dims_.m * (dims_.k / 128)));
       KD_RETURN_IF_ERROR(s.b_scales.Allocate(4 * dims_.b_scale_rows() * (dims_.k / 128)));
       const uint64_t seed = options_.seed * 0x100000001b3ull + static_cast<uint64_t>(i) * 4;
-      KD_GPU_RETURN_IF_ERROR(cuda::LaunchFillRandomE4M3(s.a.as_bytes(), s.a.bytes(), seed, stream_));
+      KD_GPU_RETURN_IF_ERROR(
+          cuda::LaunchFillRandomE4M3(s.a.as_bytes(), s.a.bytes(), seed, stream_));
       KD_GPU_RETURN_IF_ERROR(
           cuda::LaunchFillRandomE4M3(s.b.as_bytes(), s.b.bytes(), seed + 1, stream_));
       KD_GPU_RETURN_IF_ERROR(cuda::LaunchFillRandomScales(
@@ -168,8 +172,8 @@ class CudaGemmHarness : public TuneHarness {
       }
       KD_RETURN_IF_ERROR(ends_.Allocate(ends.size() * sizeof(int32_t)));
       KD_GPU_RETURN_IF_ERROR(cudaMemcpyAsync(ends_.get(), ends.data(),
-                                             ends.size() * sizeof(int32_t),
-                                             cudaMemcpyHostToDevice, stream_));
+                                             ends.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                             stream_));
     }
     KD_GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
@@ -195,34 +199,33 @@ class CudaGemmHarness : public TuneHarness {
       KD_RETURN_IF_ERROR(set.reference.Allocate(output_.bytes()));
       const absl::Status s = Launch(default_config_, set.reference.get());
       if (!s.ok()) {
-        return absl::InternalError(absl::StrCat("the default config ", default_config_,
-                                                " failed, nothing to check against: ",
-                                                s.message()));
+        return absl::InternalError(
+            absl::StrCat("the default config ", default_config_,
+                         " failed, nothing to check against: ", s.message()));
       }
-      KD_ASSIGN_OR_RETURN(cuda::CompareRecord r,
-                          Compare([&](cuda::CompareRecord* rec) {
-                            return cuda::LaunchRefStats(set.reference.get(), f32, n, rec,
-                                                        stream_);
+      KD_ASSIGN_OR_RETURN(cuda::CompareRecord r, Compare([&](cuda::CompareRecord* rec) {
+                            return cuda::LaunchRefStats(set.reference.get(), f32, n, rec, stream_);
                           }));
       std::memcpy(&set.ref_absmax, &r.ref_absmax_bits, sizeof(float));
       if (r.nonfinite_ref != 0 || set.ref_absmax == 0) {
-        return absl::InternalError(absl::StrCat(
-            "the default config ", default_config_, " wrote ", r.nonfinite_ref,
-            " non-finite elements (max |d| ", set.ref_absmax, ") on finite random inputs"));
+        return absl::InternalError(absl::StrCat("the default config ", default_config_, " wrote ",
+                                                r.nonfinite_ref, " non-finite elements (max |d| ",
+                                                set.ref_absmax, ") on finite random inputs"));
       }
       set.has_reference = true;
     }
     const float abs_tol = kAbsToleranceOfMax * set.ref_absmax;
     KD_ASSIGN_OR_RETURN(cuda::CompareRecord r, Compare([&](cuda::CompareRecord* rec) {
-                          return cuda::LaunchCompareOutputs(output_.get(), set.reference.get(),
-                                                            f32, n, kRelTolerance, abs_tol, rec,
+                          return cuda::LaunchCompareOutputs(output_.get(), set.reference.get(), f32,
+                                                            n, kRelTolerance, abs_tol, rec,
                                                             stream_);
                         }));
     if (r.mismatches == 0) return absl::OkStatus();
     const int64_t e = static_cast<int64_t>(r.first_mismatch);
     const int64_t per_group = dims_.m * dims_.n;
     return absl::InternalError(absl::StrCat(
-        r.mismatches, " elements differ from the default config's output by more than 2^-6 "
+        r.mismatches,
+        " elements differ from the default config's output by more than 2^-6 "
         "relative + 2^-10 of max |d|; the first is d[",
         dims_.variant == GemmVariant::kKGroupedTN ? absl::StrCat(e / per_group, "][") : "",
         (e % per_group) / dims_.n, "][", e % dims_.n, "]"));
@@ -257,8 +260,7 @@ class CudaGemmHarness : public TuneHarness {
         break;
       default:
         args.b = MakeTensor(s.b.get(), DType::kE4M3FN, {dims_.n, dims_.k}, dev);
-        args.b_scales =
-            MakeTensor(s.b_scales.get(), DType::kF32, {dims_.b_scale_rows(), kb}, dev);
+        args.b_scales = MakeTensor(s.b_scales.get(), DType::kF32, {dims_.b_scale_rows(), kb}, dev);
         args.d = MakeTensor(d, dims_.d_dtype, {dims_.m, dims_.n}, dev);
         break;
     }
@@ -277,11 +279,11 @@ class CudaGemmHarness : public TuneHarness {
   absl::StatusOr<cuda::CompareRecord> Compare(LaunchFn launch) {
     cuda::CompareRecord r{};
     r.first_mismatch = ~0ull;
-    KD_GPU_RETURN_IF_ERROR(cudaMemcpyAsync(record_, &r, sizeof(r), cudaMemcpyHostToDevice,
-                                           stream_));
+    KD_GPU_RETURN_IF_ERROR(
+        cudaMemcpyAsync(record_, &r, sizeof(r), cudaMemcpyHostToDevice, stream_));
     KD_GPU_RETURN_IF_ERROR(launch(record_));
-    KD_GPU_RETURN_IF_ERROR(cudaMemcpyAsync(&r, record_, sizeof(r), cudaMemcpyDeviceToHost,
-                                           stream_));
+    KD_GPU_RETURN_IF_ERROR(
+        cudaMemcpyAsync(&r, record_, sizeof(r), cudaMemcpyDeviceToHost, stream_));
     KD_GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return r;
   }
@@ -312,14 +314,22 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
     return Invalid(key, "not an sm_90 gemm key");
   }
   Dims dims;
-  if (key.variant == "nt") dims.variant = GemmVariant::kNT;
-  else if (key.variant == "tn") dims.variant = GemmVariant::kTN;
-  else if (key.variant == "m_grouped_nt") dims.variant = GemmVariant::kMGroupedNT;
-  else if (key.variant == "k_grouped_tn") dims.variant = GemmVariant::kKGroupedTN;
-  else return Invalid(key, "variant must be nt, tn, m_grouped_nt or k_grouped_tn");
-  if (key.dtypes == "e4m3fn.e4m3fn>bf16") dims.d_dtype = DType::kBF16;
-  else if (key.dtypes == "e4m3fn.e4m3fn>f32") dims.d_dtype = DType::kF32;
-  else return Invalid(key, "dtypes must be e4m3fn.e4m3fn>bf16 or e4m3fn.e4m3fn>f32");
+  if (key.variant == "nt")
+    dims.variant = GemmVariant::kNT;
+  else if (key.variant == "tn")
+    dims.variant = GemmVariant::kTN;
+  else if (key.variant == "m_grouped_nt")
+    dims.variant = GemmVariant::kMGroupedNT;
+  else if (key.variant == "k_grouped_tn")
+    dims.variant = GemmVariant::kKGroupedTN;
+  else
+    return Invalid(key, "variant must be nt, tn, m_grouped_nt or k_grouped_tn");
+  if (key.dtypes == "e4m3fn.e4m3fn>bf16")
+    dims.d_dtype = DType::kBF16;
+  else if (key.dtypes == "e4m3fn.e4m3fn>f32")
+    dims.d_dtype = DType::kF32;
+  else
+    return Invalid(key, "dtypes must be e4m3fn.e4m3fn>bf16 or e4m3fn.e4m3fn>f32");
   if (key.m < 1 || key.n < 1 || key.k < 128 || key.k % 128 != 0 || key.groups < 1) {
     return Invalid(key, "k must be a positive multiple of 128, m, n and groups positive");
   }

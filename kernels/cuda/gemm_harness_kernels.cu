@@ -45,8 +45,10 @@ __global__ void RefStatsKernel(const void* ref, bool f32, size_t n, CompareRecor
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float v = Load(ref, f32, i);
-    if (!isfinite(v)) ++nonfinite;
-    else local_max = fmaxf(local_max, fabsf(v));
+    if (!isfinite(v))
+      ++nonfinite;
+    else
+      local_max = fmaxf(local_max, fabsf(v));
   }
   if (nonfinite != 0) atomicAdd(&record->nonfinite_ref, nonfinite);
   // Non-negative floats order as their bit patterns.

@@ -19,10 +19,10 @@ cudaError_t LaunchFillRandomScales(float* p, size_t n, uint64_t seed, cudaStream
 
 // What CompareOutputs found. Zero-initialise before the launch.
 struct CompareRecord {
-  unsigned long long nonfinite_ref;    // NaN/Inf elements of ref
-  unsigned long long mismatches;       // elements of d outside the tolerance (NaN/Inf included)
-  unsigned long long first_mismatch;   // lowest index of a mismatch (UINT64_MAX: none)
-  unsigned int ref_absmax_bits;        // max |ref| as float bits
+  unsigned long long nonfinite_ref;   // NaN/Inf elements of ref
+  unsigned long long mismatches;      // elements of d outside the tolerance (NaN/Inf included)
+  unsigned long long first_mismatch;  // lowest index of a mismatch (UINT64_MAX: none)
+  unsigned int ref_absmax_bits;       // max |ref| as float bits
 };
 
 // Writes max |ref| and the count of non-finite ref elements into `record` (device memory).

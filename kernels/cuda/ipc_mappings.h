@@ -31,8 +31,7 @@ class IpcMappings {
   // `offset` in it. INVALID_ARGUMENT when the handle cannot be opened (garbage, this process's
   // own memory, another device's) or when offset + size passes the end of the allocation; on
   // failure nothing stays open. The caller balances every success with Close.
-  absl::StatusOr<void*> Open(int device, const std::string& handle, uint64_t offset,
-                             uint64_t size);
+  absl::StatusOr<void*> Open(int device, const std::string& handle, uint64_t offset, uint64_t size);
   void Close(int device, const std::string& handle);
 
   // Bytes of the allocations mapped on `device`, each counted once however often it is shared.

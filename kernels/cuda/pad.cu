@@ -1,8 +1,9 @@
 // Per-group token padding for MoE and its reverse, with the padded offsets computed on the
 // device: the group ends are copied once from client memory, checked, and scanned into padded
 // ends (in each CTA's shared memory, or by a one-CTA kernel into scratch for very many groups),
-// and the row-copy kernel moves 16-byte chunks. No host round trip: a violation is written to a host-mapped DeviceErrorRecord that the backend reads
-// when the stream's completion is observed, and the copy kernel then writes nothing.
+// and the row-copy kernel moves 16-byte chunks. No host round trip: a violation is written to a
+// host-mapped DeviceErrorRecord that the backend reads when the stream's completion is observed,
+// and the copy kernel then writes nothing.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -60,9 +61,8 @@ __device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t 
     carry = 0;
   }
   for (int64_t g = tid; g < p.groups; g += threads) {
-    ends[g] = p.group_ends_i64
-                  ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
-                  : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
+    ends[g] = p.group_ends_i64 ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
+                               : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
   }
   __syncthreads();
   const int64_t align = p.alignment;
@@ -148,8 +148,10 @@ __device__ __forceinline__ int64_t UpperBound(const int64_t* table, int64_t n, i
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (table[mid] > r) hi = mid;
-    else lo = mid + 1;
+    if (table[mid] > r)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -236,7 +238,8 @@ cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream, int64_t total_ro
   };
   int device = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   const bool fused = p.groups <= kSharedTableGroups;
   if (!fused) {
@@ -254,11 +257,11 @@ cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream, int64_t total_ro
     // Enough CTAs for several waves; each walks row blocks so the table load is amortized.
     const int64_t target = static_cast<int64_t>(sms) * 32 / col_blocks + 1;
     const int64_t y = row_blocks < target ? row_blocks : target;
-    const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(y < 65535 ? y : 65535));
+    const dim3 grid(static_cast<unsigned>(col_blocks),
+                    static_cast<unsigned>(y < 65535 ? y : 65535));
     if (smem > 48 * 1024) {
-      const cudaError_t attr =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem));
+      const cudaError_t attr = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       if (attr != cudaSuccess) return attr;
     }
     kernel<<<grid, kCopyThreads, smem, stream>>>(p, chunks_per_row, fused, total_rows,
@@ -273,7 +276,8 @@ cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream, int64_t total_ro
 }  // namespace
 
 uint64_t PadScratchBytes(int64_t groups) {
-  return static_cast<uint64_t>(kScratchHeader) + 2 * sizeof(int64_t) * static_cast<uint64_t>(groups);
+  return static_cast<uint64_t>(kScratchHeader) +
+         2 * sizeof(int64_t) * static_cast<uint64_t>(groups);
 }
 
 cudaError_t LaunchPad(const PadParams& p, cudaStream_t stream) {

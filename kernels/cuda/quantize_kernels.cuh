@@ -29,7 +29,7 @@ namespace kd {
 namespace cuda {
 namespace quant {
 
-constexpr int kBlock = 128;    // the quantization block edge
+constexpr int kBlock = 128;  // the quantization block edge
 constexpr uint32_t kQuietNanBits = 0x7FC00000u;
 constexpr uint32_t kInfBits = 0x7F800000u;
 
@@ -85,10 +85,12 @@ __device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 template <InputType kType>
 __device__ __forceinline__ uint32_t ChunkAbsMaxBits(const uint4& c) {
   if constexpr (kType == InputType::kF32) {
-    return max(max(c.x & 0x7FFFFFFFu, c.y & 0x7FFFFFFFu), max(c.z & 0x7FFFFFFFu, c.w & 0x7FFFFFFFu));
+    return max(max(c.x & 0x7FFFFFFFu, c.y & 0x7FFFFFFFu),
+               max(c.z & 0x7FFFFFFFu, c.w & 0x7FFFFFFFu));
   } else {
     constexpr uint32_t kAbs = 0x7FFF7FFFu;
-    const uint32_t m2 = MaxU16x2(MaxU16x2(c.x & kAbs, c.y & kAbs), MaxU16x2(c.z & kAbs, c.w & kAbs));
+    const uint32_t m2 =
+        MaxU16x2(MaxU16x2(c.x & kAbs, c.y & kAbs), MaxU16x2(c.z & kAbs, c.w & kAbs));
     const uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
     if constexpr (kType == InputType::kBF16) {
       return m << 16;
@@ -231,7 +233,8 @@ __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
       const int64_t col = static_cast<int64_t>(item - tile_row * kb.d) * kBlock + lane_col * kVec;
       return {row * p.input_stride + col, row * p.output_stride + col, row < p.m};
     } else {
-      const uint32_t block = item * G::kItemBlocks + static_cast<uint32_t>(u * G::kRowsPerPass + item_row);
+      const uint32_t block =
+          item * G::kItemBlocks + static_cast<uint32_t>(u * G::kRowsPerPass + item_row);
       if constexpr (kDense) {
         const int64_t offset = static_cast<int64_t>(block) * kBlock + lane_col * kVec;
         return {offset, offset, block < units};
@@ -306,9 +309,8 @@ __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
     if (lane_col < kChunks && block < units) {
       const uint32_t row = Div(block, kb);
       const uint32_t col = block - row * kb.d;
-      const int64_t s = p.k_block_major_scales
-                            ? static_cast<int64_t>(col) * p.scales_stride + row
-                            : static_cast<int64_t>(row) * p.scales_stride + col;
+      const int64_t s = p.k_block_major_scales ? static_cast<int64_t>(col) * p.scales_stride + row
+                                               : static_cast<int64_t>(row) * p.scales_stride + col;
       p.scales[s] = own.stored;
     }
     const int lane_base = (tid % 32) / kLanes * kLanes;

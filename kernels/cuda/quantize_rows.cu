@@ -57,20 +57,20 @@ namespace cuda {
 namespace quant {
 namespace {
 
-constexpr int kRowThreads = 128;     // row-block and per_tensor kernels
-constexpr int kBlockRows = 4;        // rows a row-block CTA loads before it computes
-constexpr int kRowsInFlight = 8;     // the same for the per_tensor and column amax kernels
-constexpr int kPerRowChunks = 4;     // per_row: chunks of a row per thread per pass
+constexpr int kRowThreads = 128;  // row-block and per_tensor kernels
+constexpr int kBlockRows = 4;     // rows a row-block CTA loads before it computes
+constexpr int kRowsInFlight = 8;  // the same for the per_tensor and column amax kernels
+constexpr int kPerRowChunks = 4;  // per_row: chunks of a row per thread per pass
 constexpr int kMaxPerRowThreads = 512;
 constexpr int64_t kMaxPartials = 8192;  // per_tensor amax partials (more only for huge rows)
 constexpr int kCheckThreads = 1024;
 // jagged_rowwise with at most this many groups: every row-block CTA checks the ends itself.
 constexpr int64_t kFusedCheckGroups = 1024;
-constexpr int kColThreads = 256;     // jagged_colwise scale and encode kernels
+constexpr int kColThreads = 256;  // jagged_colwise scale and encode kernels
 constexpr int kColAmaxThreads = 128;
-constexpr int kColAmaxRows = 64;     // rows of X one amax thread walks
-constexpr int kColTileRows = 128;    // encode tile: rows of X (columns of Y)
-constexpr int kColTileCols = 64;     // encode tile: columns of X (rows of Y)
+constexpr int kColAmaxRows = 64;   // rows of X one amax thread walks
+constexpr int kColTileRows = 128;  // encode tile: rows of X (columns of Y)
+constexpr int kColTileCols = 64;   // encode tile: columns of X (rows of Y)
 constexpr int64_t kScratchAlign = 256;
 constexpr uint32_t kAbsMask = 0x7FFFFFFFu;
 
@@ -309,8 +309,8 @@ __global__ void __launch_bounds__(kRowThreads)
       const BlockScale own = ComputeScale(mine, F::kMax, p.eps, p.pow2_scales);
       const int64_t r = r0 + lane;
       if (active && lane < kBlockRows && r < p.m) {
-        const int64_t at = p.k_block_major_scales ? block * p.scales_stride + r
-                                                  : r * p.scales_stride + block;
+        const int64_t at =
+            p.k_block_major_scales ? block * p.scales_stride + r : r * p.scales_stride + block;
         static_cast<float*>(p.scales)[at] = own.stored;
       }
 #pragma unroll
@@ -520,8 +520,10 @@ __device__ __forceinline__ int64_t GroupOfRow(const int64_t* ends, int64_t n, in
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (ends[mid] > r) hi = mid;
-    else lo = mid + 1;
+    if (ends[mid] > r)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -580,7 +582,8 @@ __global__ void __launch_bounds__(kColAmaxThreads)
 }
 
 template <typename F>
-__global__ void __launch_bounds__(kColThreads) ColScaleKernel(RowQuantizeParams p, JaggedScratch s) {
+__global__ void __launch_bounds__(kColThreads)
+    ColScaleKernel(RowQuantizeParams p, JaggedScratch s) {
   if (*s.valid == 0) return;
   const int64_t cells = ColGroups(p) * p.k;
   for (int64_t cell = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x; cell < cells;
@@ -600,10 +603,10 @@ __global__ void __launch_bounds__(kColThreads)
     ColEncodeKernel(RowQuantizeParams p, bool vec_in, bool vec_out16, JaggedScratch s) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
-  constexpr int kRowChunks = kColTileCols / kVec;               // chunks per tile row
-  constexpr int kUnits = kColTileRows / 4 * kRowChunks;         // 4-row units per tile
+  constexpr int kRowChunks = kColTileCols / kVec;        // chunks per tile row
+  constexpr int kUnits = kColTileRows / 4 * kRowChunks;  // 4-row units per tile
   constexpr int kUnitsPerThread = kUnits / kColThreads;
-  constexpr int kPitch = kColTileRows / 4 + 1;                  // words per tile row of Y
+  constexpr int kPitch = kColTileRows / 4 + 1;  // words per tile row of Y
   static_assert(kUnits % kColThreads == 0, "whole units per thread");
   __shared__ int64_t group_of[kColTileRows];
   __shared__ uint32_t tile[kColTileCols * kPitch];
@@ -711,18 +714,18 @@ enum class ColMode { kTensor, kMx };
 
 constexpr int kCtThreads = 256;
 constexpr int kCtRows = 128;
-constexpr int kCtChunks = 16;                           // 16-byte chunks per tile row
-constexpr int kCtQuads = kCtRows / 4;                   // code words per Y row of a tile
-constexpr int kCtHalfQuads = kCtThreads / kCtChunks;    // quads per half of a tile
+constexpr int kCtChunks = 16;                         // 16-byte chunks per tile row
+constexpr int kCtQuads = kCtRows / 4;                 // code words per Y row of a tile
+constexpr int kCtHalfQuads = kCtThreads / kCtChunks;  // quads per half of a tile
 constexpr int kCtWarps = kCtThreads / 32;
-constexpr int kCtSlots = 8;                             // rows a thread holds
+constexpr int kCtSlots = 8;  // rows a thread holds
 static_assert(2 * kCtHalfQuads == kCtQuads, "two quads per thread");
 
 constexpr int kCtStages = 2;  // items whose chunks are in flight ahead of the current one
 constexpr int kCtStagedBytes = kCtStages * kCtSlots * kCtThreads * 16;  // dynamic, 64 KB
 
 template <InputType kType>
-constexpr int kCtColsOf = kCtChunks * kVecOf<kType>;
+constexpr int kCtColsOf = kCtChunks* kVecOf<kType>;
 
 struct ColTileArgs {
   bool vec_in = false, vec_out16 = false;
@@ -800,8 +803,7 @@ __device__ __forceinline__ void EncodeWords(const uint4& raw, const float (&q)[k
 }
 
 template <InputType kType, typename F, ColMode kMode>
-__global__ void __launch_bounds__(kCtThreads, 2)
-    ColTileKernel(RowQuantizeParams p, ColTileArgs a) {
+__global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowQuantizeParams p, ColTileArgs a) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   constexpr int kCols = kCtColsOf<kType>;
@@ -1044,8 +1046,7 @@ __device__ __forceinline__ uint32_t Encode4(bool hw, float y0, float y1, float y
 // (`at`: the first row's word; rows `pitch` bytes apart) at the columns' scales qa and qb.
 template <InputType kType, typename F>
 __device__ __forceinline__ void EncodePair16(const unsigned char* at, int pitch, float qa, float qb,
-                                             bool hwa, bool hwb, uint4& ya_codes,
-                                             uint4& yb_codes) {
+                                             bool hwa, bool hwb, uint4& ya_codes, uint4& yb_codes) {
   uint32_t ca[4], cb[4];
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
@@ -1091,8 +1092,8 @@ __device__ __forceinline__ void StoreCodes16(uint8_t* dst, int64_t m, int64_t lo
 // ColTileKernel's 0.68-0.83 (persistent, 2 CTAs per SM); the grouped tile order from 16384 rows
 // up adds 0.003-0.015.
 constexpr int kMxtThreads = 256;
-constexpr int kMxtEdge = 128;                        // rows and columns of X per tile
-constexpr int kMxtRowBytes = kMxtEdge * 2;           // a tile row of X in shared memory
+constexpr int kMxtEdge = 128;                           // rows and columns of X per tile
+constexpr int kMxtRowBytes = kMxtEdge * 2;              // a tile row of X in shared memory
 constexpr int kMxtSmemBytes = kMxtEdge * kMxtRowBytes;  // 32 KB
 constexpr int kMxtMinBlocks = 5;
 
@@ -1161,8 +1162,8 @@ __global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
   uint4 held[2][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    EncodePair16<kType, F>(at + 16 * h * kMxtRowBytes, kMxtRowBytes, qa, qb, hwa, hwb,
-                           held[h][0], held[h][1]);
+    EncodePair16<kType, F>(at + 16 * h * kMxtRowBytes, kMxtRowBytes, qa, qb, hwa, hwb, held[h][0],
+                           held[h][1]);
   }
   __syncthreads();  // every read of the tile done: its first 16 KB take the codes
 #pragma unroll
@@ -1254,9 +1255,9 @@ __global__ void __launch_bounds__(kCsThreads, 3)
     load(piece);
     const int n = rows_of(piece);
     for (int row = tid / kCsWords; row < n; row += kCsThreads / kCsWords) {
-      acc = MaxU16x2(acc, *reinterpret_cast<const uint32_t*>(xs + row * kCsRowBytes +
-                                                           (tid % kCsWords) * 4) &
-                              0x7FFF7FFFu);
+      acc = MaxU16x2(
+          acc, *reinterpret_cast<const uint32_t*>(xs + row * kCsRowBytes + (tid % kCsWords) * 4) &
+                   0x7FFF7FFFu);
     }
   }
   acc = MaxU16x2(acc, __shfl_xor_sync(0xFFFFFFFFu, acc, 16));
@@ -1304,7 +1305,8 @@ cudaError_t ResidentCtas(int threads, int64_t& resident) {
   static int per_sm = 0;  // per kernel; the same on every device of a node
   int device = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err == cudaSuccess && per_sm == 0) {
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, 0);
   }
@@ -1320,7 +1322,8 @@ dim3 TensorGrid(const RowQuantizeParams& p, int vec, int64_t resident) {
   const int64_t cpr = (p.k + vec - 1) / vec;
   const int64_t x = (cpr + kRowThreads - 1) / kRowThreads;
   const int64_t groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
-  const int64_t y = Clamp(std::min(resident / x, kMaxPartials / x), 1, std::min<int64_t>(groups, 65535));
+  const int64_t y =
+      Clamp(std::min(resident / x, kMaxPartials / x), 1, std::min<int64_t>(groups, 65535));
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
@@ -1339,10 +1342,11 @@ cudaError_t LaunchColTiles(const RowQuantizeParams& p, ColTileArgs a, cudaStream
   static int per_sm = 0;  // per kernel; the same on every device of a node
   int device = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err == cudaSuccess && per_sm == 0) {
-    err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               kCtStagedBytes);
+    err =
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtStagedBytes);
     if (err == cudaSuccess) {
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kCtThreads,
                                                           kCtStagedBytes);
@@ -1369,7 +1373,7 @@ bool AsyncRows(const RowQuantizeParams& p) {
 // DRAM, and it loses 0.015-0.11 (pieces of 3072 rows at 1 CTA per SM: +0.01-0.05 on 8 random
 // groups, -0.005 to -0.07 on skewed groups and one group). So: up to kCsMaxRows rows, and
 // enough CTAs to fill about half the CTA slots (the fewest measured: 128, one group at K=4096).
-constexpr int kCsCapRows = 1536;       // 96 KB of shared memory: 2 CTAs per SM
+constexpr int kCsCapRows = 1536;  // 96 KB of shared memory: 2 CTAs per SM
 constexpr int64_t kCsMaxRows = 8192;
 constexpr int64_t kCsMinCtas = 128;
 bool UseColStrips(const RowQuantizeParams& p, int64_t groups) {
@@ -1388,8 +1392,8 @@ cudaError_t LaunchMxTiles(const RowQuantizeParams& p, cudaStream_t stream) {
   const int64_t tiles = (p.m + kMxtEdge - 1) / kMxtEdge * k_tiles;
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   const int group_k = p.m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
-  MxTileAsyncKernel<kType, F><<<static_cast<unsigned>(tiles), kMxtThreads, kMxtSmemBytes,
-                                stream>>>(p, group_k, vec_out16, vec_scales);
+  MxTileAsyncKernel<kType, F><<<static_cast<unsigned>(tiles), kMxtThreads, kMxtSmemBytes, stream>>>(
+      p, group_k, vec_out16, vec_scales);
   return cudaGetLastError();
 }
 
@@ -1462,9 +1466,9 @@ cudaError_t LaunchColumnCells(const RowQuantizeParams& p, cudaStream_t stream) {
   const int64_t scale_blocks = std::min<int64_t>((cells + kColThreads - 1) / kColThreads, 132 * 32);
   ColScaleKernel<F><<<static_cast<unsigned>(scale_blocks), kColThreads, 0, stream>>>(p, s);
   const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
-  ColEncodeKernel<kType, F><<<dim3(static_cast<unsigned>(enc_x),
-                                   static_cast<unsigned>(std::min<int64_t>(enc_y, 65535))),
-                              kColThreads, 0, stream>>>(p, vec_in, vec_out16, s);
+  ColEncodeKernel<kType, F>
+      <<<dim3(static_cast<unsigned>(enc_x), static_cast<unsigned>(std::min<int64_t>(enc_y, 65535))),
+         kColThreads, 0, stream>>>(p, vec_in, vec_out16, s);
   return cudaGetLastError();
 }
 
@@ -1486,16 +1490,17 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
       const int64_t threads =
           Clamp((cpr + kPerRowChunks - 1) / kPerRowChunks + 31, 32, kMaxPerRowThreads) / 32 * 32;
       const int64_t grid = std::min<int64_t>(p.m, int64_t{1} << 30);
-      PerRowKernel<kType, F><<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), 0,
-                               stream>>>(p, vec_in, vec_out);
+      PerRowKernel<kType, F>
+          <<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), 0, stream>>>(p, vec_in,
+                                                                                       vec_out);
       return cudaGetLastError();
     }
     case RowQuantizeKind::kMx1x32:
       if constexpr (F::kFnuz) {
         return cudaErrorInvalidValue;  // not an MX element format
       } else {
-        RowBlocksKernel<kType, F, true><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
-                                                                              nullptr, false);
+        RowBlocksKernel<kType, F, true>
+            <<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out, nullptr, false);
         return cudaGetLastError();
       }
     case RowQuantizeKind::kPerTensor: {
@@ -1514,8 +1519,8 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
     }
     case RowQuantizeKind::kJaggedRowwise:
       if (p.groups <= kFusedCheckGroups) {
-        RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(
-            p, vec_in, vec_out, nullptr, true);
+        RowBlocksKernel<kType, F, false>
+            <<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out, nullptr, true);
         return cudaGetLastError();
       }
       break;
@@ -1548,17 +1553,20 @@ cudaError_t LaunchRowsAs(const RowQuantizeParams& p, cudaStream_t stream) {
   CheckGroupEndsKernel<<<1, kCheckThreads, 0, stream>>>(p, s.ends, s.valid, nullptr, 0);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  RowBlocksKernel<kType, F, false><<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out,
-                                                                         s.valid, false);
+  RowBlocksKernel<kType, F, false>
+      <<<row_grid, kRowThreads, 0, stream>>>(p, vec_in, vec_out, s.valid, false);
   return cudaGetLastError();
 }
 
 template <typename F>
 cudaError_t LaunchRowsFormat(const RowQuantizeParams& p, cudaStream_t stream) {
   switch (p.input_type) {
-    case InputType::kBF16: return LaunchRowsAs<InputType::kBF16, F>(p, stream);
-    case InputType::kF16: return LaunchRowsAs<InputType::kF16, F>(p, stream);
-    case InputType::kF32: return LaunchRowsAs<InputType::kF32, F>(p, stream);
+    case InputType::kBF16:
+      return LaunchRowsAs<InputType::kBF16, F>(p, stream);
+    case InputType::kF16:
+      return LaunchRowsAs<InputType::kF16, F>(p, stream);
+    case InputType::kF32:
+      return LaunchRowsAs<InputType::kF32, F>(p, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -1590,9 +1598,12 @@ uint64_t RowQuantizeScratchBytes(const RowQuantizeParams& p) {
 cudaError_t LaunchRowQuantize(const RowQuantizeParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.k < 1 || p.groups < 0) return cudaErrorInvalidConfiguration;
   switch (p.format) {
-    case Fp8Format::kE4M3FN: return quant::LaunchRowsFormat<fp8::E4M3FN>(p, stream);
-    case Fp8Format::kE4M3FNUZ: return quant::LaunchRowsFormat<fp8::E4M3FNUZ>(p, stream);
-    case Fp8Format::kE5M2: return quant::LaunchRowsFormat<fp8::E5M2>(p, stream);
+    case Fp8Format::kE4M3FN:
+      return quant::LaunchRowsFormat<fp8::E4M3FN>(p, stream);
+    case Fp8Format::kE4M3FNUZ:
+      return quant::LaunchRowsFormat<fp8::E4M3FNUZ>(p, stream);
+    case Fp8Format::kE5M2:
+      return quant::LaunchRowsFormat<fp8::E5M2>(p, stream);
   }
   return cudaErrorInvalidValue;
 }

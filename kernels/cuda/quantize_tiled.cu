@@ -61,10 +61,10 @@ constexpr int kOutChunks = kBlock / 16;  // 16-byte chunks in a 128-byte row of 
 template <InputType kType>
 struct TileGeometry {
   using S = typename Input<kType>::Storage;
-  static constexpr int kVec = 16 / sizeof(S);                  // elements per chunk
-  static constexpr int kLanes = kBlock / kVec;                 // threads per tile row
-  static constexpr int kRowsPerPass = kTileThreads / kLanes;   // rows one load pass covers
-  static constexpr int kChunks = kBlock / kRowsPerPass;        // chunks per thread
+  static constexpr int kVec = 16 / sizeof(S);                 // elements per chunk
+  static constexpr int kLanes = kBlock / kVec;                // threads per tile row
+  static constexpr int kRowsPerPass = kTileThreads / kLanes;  // rows one load pass covers
+  static constexpr int kChunks = kBlock / kRowsPerPass;       // chunks per thread
   static constexpr int kRowBytes = kBlock * static_cast<int>(sizeof(S));
   // The transposed read takes two adjacent elements of a row at once.
   using Word = std::conditional_t<sizeof(S) == 2, uint32_t, uint2>;
@@ -96,11 +96,11 @@ constexpr int TileSharedBytes() {
 // set the transposed forms' bandwidth. The register kernel holds its tile in registers while the
 // loads are in flight: 64 registers for two-byte inputs, 4 CTAs (4 x 48 KB of shared memory); a
 // persistent variant of it that kept the next tile's loads in flight gained nothing at any shape
-// and lost up to 0.09 of the copy at 2 CTAs per SM, and spilled at 3. The async kernel needs no registers for its loads: 48
-// registers and 32 KB per CTA give 5 CTAs, +0.02-0.04 of the copy over the register kernel on
-// the transposed forms and the dual pass; at 6 (40 registers) 1x128 of Xᵀ and the dual pass
-// spill and lose, the other forms gain nothing more. 128x1 of Y = X gains nothing (it keeps the
-// register kernel, without a shared-memory stage); f32 tiles are twice as large.
+// and lost up to 0.09 of the copy at 2 CTAs per SM, and spilled at 3. The async kernel needs no
+// registers for its loads: 48 registers and 32 KB per CTA give 5 CTAs, +0.02-0.04 of the copy over
+// the register kernel on the transposed forms and the dual pass; at 6 (40 registers) 1x128 of Xᵀ
+// and the dual pass spill and lose, the other forms gain nothing more. 128x1 of Y = X gains nothing
+// (it keeps the register kernel, without a shared-memory stage); f32 tiles are twice as large.
 template <InputType kType, bool kAsync>
 constexpr int TileMinBlocks() {
   if constexpr (kAsync) return 5;
@@ -396,8 +396,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       for (int w = 0; w < kTileWarps; ++w) {
         packed = MaxWord<kType>(packed, parts[(w * kLanes + c) * 4 + word]);
       }
-      const BlockScale s =
-          ComputeScale(AbsBitsOf<kType>(packed, e), F::kMax, p.eps, p.pow2_scales);
+      const BlockScale s = ComputeScale(AbsBitsOf<kType>(packed, e), F::kMax, p.eps, p.pow2_scales);
       col_quant[tid] = s.quant;
       finite = finite && s.finite;
       const int64_t k = k0 + tid;
@@ -410,8 +409,8 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
           float* scales = kMode == TiledQuantizeMode::kDual ? p.scales_t : p.scales;
           const int64_t stride =
               kMode == TiledQuantizeMode::kDual ? p.scales_t_stride : p.scales_stride;
-          const int64_t at = p.k_block_major_scales ? (m0 / kBlock) * stride + k
-                                                    : k * stride + m0 / kBlock;
+          const int64_t at =
+              p.k_block_major_scales ? (m0 / kBlock) * stride + k : k * stride + m0 / kBlock;
           scales[at] = s.stored;
         }
       }
@@ -436,7 +435,9 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
 #pragma unroll
     for (int i = 0; i < kVec; ++i) col_q[i] = col_quant[lane_col * kVec + i];
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) store_direct(j, [&col_q](int i) { return col_q[i]; }, hw);
+    for (int j = 0; j < kChunks; ++j)
+      store_direct(
+          j, [&col_q](int i) { return col_q[i]; }, hw);
   }
   if constexpr (kMode == TiledQuantizeMode::kDual) {
     // NOTE: unrolled by 4, not 8: 64 registers hold 4 chunks in flight without a spill.
@@ -444,14 +445,15 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
     for (int j = 0; j < kChunks; ++j) {
       const float q = row_quant[row_of(j)];
       const bool row_hw = q != 0.0f && (fp8::FloatBits(q) & kInfBits) != kInfBits;
-      store_direct(j, [q](int) { return q; }, row_hw);
+      store_direct(
+          j, [q](int) { return q; }, row_hw);
     }
   }
 
   // 5. Y = Xᵀ, through shared memory.
   if constexpr (T::kTransposed) {
     using Word = typename G::Word;
-    const int pair = tid % (kBlock / 2);  // columns 2 * pair and 2 * pair + 1 of the tile
+    const int pair = tid % (kBlock / 2);       // columns 2 * pair and 2 * pair + 1 of the tile
     const int row_group = tid / (kBlock / 2);  // rows 32 * row_group .. + 31
     // The scales of the two columns (1x128 of Xᵀ, the dual pass's Xᵀ) or the tile's (128x128);
     // 128x1 of Xᵀ takes a scale per row of X, below.
@@ -536,8 +538,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
 // rows; the dual pass, which also writes Y = X by rows, loses 0.04-0.10 with groups.
 template <TiledQuantizeMode kMode>
 int TiledGroupK(int64_t m, int64_t k_tiles) {
-  constexpr bool kGrouped =
-      kMode != TiledQuantizeMode::k128x1 && kMode != TiledQuantizeMode::kDual;
+  constexpr bool kGrouped = kMode != TiledQuantizeMode::k128x1 && kMode != TiledQuantizeMode::kDual;
   return kGrouped && m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
 }
 
@@ -564,8 +565,8 @@ cudaError_t LaunchTiledKernel(const TiledQuantizeParams& p, cudaStream_t stream)
     if (err != cudaSuccess) return err;
   }
   const int group_k = TiledGroupK<kMode>(p.m, (p.k + kBlock - 1) / kBlock);
-  kernel<<<static_cast<unsigned>(tiles), kTileThreads, kSmem, stream>>>(p, group_k, vec_in,
-                                                                        vec_out, vec_out_t);
+  kernel<<<static_cast<unsigned>(tiles), kTileThreads, kSmem, stream>>>(p, group_k, vec_in, vec_out,
+                                                                        vec_out_t);
   return cudaGetLastError();
 }
 
@@ -604,9 +605,12 @@ cudaError_t LaunchTiledType(const TiledQuantizeParams& p, cudaStream_t stream) {
 template <typename F>
 cudaError_t LaunchTiledFormat(const TiledQuantizeParams& p, cudaStream_t stream) {
   switch (p.input_type) {
-    case InputType::kBF16: return LaunchTiledType<InputType::kBF16, F>(p, stream);
-    case InputType::kF16: return LaunchTiledType<InputType::kF16, F>(p, stream);
-    case InputType::kF32: return LaunchTiledType<InputType::kF32, F>(p, stream);
+    case InputType::kBF16:
+      return LaunchTiledType<InputType::kBF16, F>(p, stream);
+    case InputType::kF16:
+      return LaunchTiledType<InputType::kF16, F>(p, stream);
+    case InputType::kF32:
+      return LaunchTiledType<InputType::kF32, F>(p, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -618,9 +622,12 @@ cudaError_t LaunchQuantizeTiled(const TiledQuantizeParams& p, cudaStream_t strea
   if (p.m < 0 || p.k < 0) return cudaErrorInvalidConfiguration;
   if (p.m == 0 || p.k == 0) return cudaSuccess;  // an empty Y: nothing to write
   switch (p.format) {
-    case Fp8Format::kE4M3FN: return quant::LaunchTiledFormat<fp8::E4M3FN>(p, stream);
-    case Fp8Format::kE4M3FNUZ: return quant::LaunchTiledFormat<fp8::E4M3FNUZ>(p, stream);
-    case Fp8Format::kE5M2: return quant::LaunchTiledFormat<fp8::E5M2>(p, stream);
+    case Fp8Format::kE4M3FN:
+      return quant::LaunchTiledFormat<fp8::E4M3FN>(p, stream);
+    case Fp8Format::kE4M3FNUZ:
+      return quant::LaunchTiledFormat<fp8::E4M3FNUZ>(p, stream);
+    case Fp8Format::kE5M2:
+      return quant::LaunchTiledFormat<fp8::E5M2>(p, stream);
   }
   return cudaErrorInvalidValue;
 }

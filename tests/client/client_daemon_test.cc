@@ -9,8 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -25,8 +25,8 @@
 #include "kerneld/client/admin_client.h"
 #include "kerneld/client/client.h"
 #include "kerneld/client/shm_buffer.h"
-#include "kerneld/client/tensor_ref.h"
 #include "kerneld/client/status.h"
+#include "kerneld/client/tensor_ref.h"
 #include "proto/kerneld/v1/submit_ring.h"
 
 #ifndef KD_KERNELD_PATH
@@ -418,7 +418,9 @@ TEST_F(ClientDaemonTest, SubmitRingServesManyThreadsAndFallsBackToGrpcWhenFull) 
 struct RawRing {
   ShmBuffer shm;
   submit_ring::RingHeader* header() { return shm.As<submit_ring::RingHeader>(); }
-  submit_ring::SlotHeader* slot(uint32_t i) { return submit_ring::Slot(shm.data(), header()->slot_bytes, i); }
+  submit_ring::SlotHeader* slot(uint32_t i) {
+    return submit_ring::Slot(shm.data(), header()->slot_bytes, i);
+  }
   static RawRing Make(uint32_t slots, uint32_t slot_bytes) {
     RawRing r{*ShmBuffer::Create(submit_ring::RingBytes(slots, slot_bytes))};
     r.header()->magic = submit_ring::kMagic;
@@ -507,7 +509,8 @@ TEST_F(ClientDaemonTest, GarbageInARingSlotIsAnsweredAndTheRingKeepsServing) {
   RawRing ring = RawRing::Make(2, 4096);
   ASSERT_TRUE(Attach(*client, ring, submit_ring::RingBytes(2, 4096)).ok());
 
-  std::optional<v1::RingReply> reply = ring.Call(0, std::string("\xff\xff\xff\xff\x0f garbage", 13));
+  std::optional<v1::RingReply> reply =
+      ring.Call(0, std::string("\xff\xff\xff\xff\x0f garbage", 13));
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(reply->message().find("not a RingRequest"), std::string::npos) << reply->message();
@@ -574,8 +577,11 @@ TEST_F(ClientDaemonTest, TruncatedBufferFailsItsOpsAndTheDaemonKeepsServing) {
 
   const absl::Status s = bad->Quantize(q.op).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find("input: its shared-memory object was truncated"), absl::string_view::npos) << s;
-  EXPECT_EQ(bad->Quantize(q.op).status().code(), absl::StatusCode::kFailedPrecondition) << "and stays so";
+  EXPECT_NE(s.message().find("input: its shared-memory object was truncated"),
+            absl::string_view::npos)
+      << s;
+  EXPECT_EQ(bad->Quantize(q.op).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "and stays so";
 
   QuantizeBuffers other = MakeQuantize(*good, 64, 1024);
   FillInput(other, 3);

@@ -1,8 +1,7 @@
-#include "client/kctl/tune_format.h"
-
 #include <sstream>
 
 #include "client/kctl/commands.h"
+#include "client/kctl/tune_format.h"
 #include "gtest/gtest.h"
 
 namespace kd {

@@ -258,10 +258,11 @@ TEST(CudaBackend, ExportedPoolMemoryIsReadableByAnotherProcess) {
   PeerProcess peer = StartPeer();
   std::ostringstream want;
   want << std::hex << Fnv1a(data.data() + 4096, 8192);
-  EXPECT_EQ(peer.Ask(absl::StrCat("open_hash ", testing::ToHex(exported.ipc_handle.data(),
-                                                               exported.ipc_handle.size()),
-                                  " 4096 8192")),
-            "ok " + want.str());
+  EXPECT_EQ(
+      peer.Ask(absl::StrCat("open_hash ",
+                            testing::ToHex(exported.ipc_handle.data(), exported.ipc_handle.size()),
+                            " 4096 8192")),
+      "ok " + want.str());
   EXPECT_EQ(peer.Ask("quit"), "ok");
 }
 
@@ -364,10 +365,12 @@ TEST(CudaBackend, KernelTimeArrivesThroughTheCallbackWithoutASynchronize) {
   q.granularity = QuantGranularity::k1x128;
   std::atomic<int> calls{0};
   std::atomic<double> seconds{-1.0};
-  ASSERT_TRUE(gpu->Run(q, *stream, [&](double s) {
-                   seconds.store(s);
-                   calls.fetch_add(1);
-                 }).ok());
+  ASSERT_TRUE(gpu->Run(q, *stream,
+                       [&](double s) {
+                         seconds.store(s);
+                         calls.fetch_add(1);
+                       })
+                  .ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (calls.load() == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -93,9 +93,11 @@ TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
   auto cpu_stream = cpu->CreateStream(0).value();
   auto stream = gpu->CreateStream(0).value();
   std::mt19937_64 rng(1234);
-  const QuantCase cases[] = {
-      {300, 384, 0, 0, 0}, {128, 128, 8, 16, 1}, {1, 256, 0, 0, 0},
-      {257, 512, 1, 3, 2}, {1000, 1024, 0, 0, 0}};
+  const QuantCase cases[] = {{300, 384, 0, 0, 0},
+                             {128, 128, 8, 16, 1},
+                             {1, 256, 0, 0, 0},
+                             {257, 512, 1, 3, 2},
+                             {1000, 1024, 0, 0, 0}};
   const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
   const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
   int runs = 0;
@@ -114,8 +116,7 @@ TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
               const std::string what = absl::StrCat(
                   DTypeName(in_type), ">", DTypeName(out_type), " ", qc.m, "x", qc.k,
                   " in_pad=", qc.in_pad, " out_pad=", qc.out_pad, tile ? " 128x128" : " 1x128",
-                  kbm ? " k-block-major" : "", transpose ? " transposed" : "",
-                  pow2 ? " pow2" : "");
+                  kbm ? " k-block-major" : "", transpose ? " transposed" : "", pow2 ? " pow2" : "");
               SCOPED_TRACE(what);
               const int64_t out_rows = transpose ? qc.k : qc.m;
               const int64_t out_cols = transpose ? qc.m : qc.k;
@@ -153,8 +154,8 @@ TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
               size_t first_bad = 0;
               while (first_bad < out.size() && got_out[first_bad] == out[first_bad]) ++first_bad;
               ASSERT_EQ(first_bad, out.size())
-                  << "output byte " << first_bad << ": cuda " << int(got_out[first_bad])
-                  << " cpu " << int(out[first_bad]);
+                  << "output byte " << first_bad << ": cuda " << int(got_out[first_bad]) << " cpu "
+                  << int(out[first_bad]);
               ASSERT_EQ(got_scales, scales);
               ++runs;
             }
@@ -180,8 +181,21 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
   const std::pair<int64_t, int64_t> shapes[] = {{256, 384}, {300, 256}, {384, 160}, {7, 96}};
   const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
   const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
-  enum Kind { k1x128T, k128x1, k128x1T, k128x128T, kPerRow, kPerRowT, kPerTensor, kPerTensorT,
-              kMx, kMxT, kDual, kDualKbm, kKinds };
+  enum Kind {
+    k1x128T,
+    k128x1,
+    k128x1T,
+    k128x128T,
+    kPerRow,
+    kPerRowT,
+    kPerTensor,
+    kPerTensorT,
+    kMx,
+    kMxT,
+    kDual,
+    kDualKbm,
+    kKinds
+  };
   int ran[kKinds] = {};
   for (auto [m, k] : shapes) {
     for (DType in_type : inputs) {
@@ -198,7 +212,9 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
             std::vector<int64_t> s_shape;
             DType s_type = DType::kF32;
             switch (kind) {
-              case k1x128T: case kDual: case kDualKbm:
+              case k1x128T:
+              case kDual:
+              case kDualKbm:
                 a.granularity = QuantGranularity::k1x128;
                 s_shape = {rows, cols / 128};
                 if (kind == kDualKbm) {
@@ -206,7 +222,8 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
                   a.scale_layout = ScaleLayout::kKBlockMajor;
                 }
                 break;
-              case k128x1: case k128x1T:
+              case k128x1:
+              case k128x1T:
                 a.granularity = QuantGranularity::k128x1;
                 s_shape = {(rows + 127) / 128, cols};
                 break;
@@ -214,11 +231,13 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
                 a.granularity = QuantGranularity::k128x128;
                 s_shape = {(rows + 127) / 128, cols / 128};
                 break;
-              case kPerRow: case kPerRowT:
+              case kPerRow:
+              case kPerRowT:
                 a.granularity = QuantGranularity::kPerRow;
                 s_shape = {rows, 1};
                 break;
-              case kPerTensor: case kPerTensorT:
+              case kPerTensor:
+              case kPerTensorT:
                 a.granularity = QuantGranularity::kPerTensor;
                 s_shape = {1};
                 break;
@@ -235,9 +254,9 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
               a.scale_format = option ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
             }
             const bool dual = kind == kDual || kind == kDualKbm;
-            const std::vector<int64_t> st_shape =
-                kind == kDualKbm ? std::vector<int64_t>{m / 128, k}
-                                 : std::vector<int64_t>{k, m / 128};
+            const std::vector<int64_t> st_shape = kind == kDualKbm
+                                                      ? std::vector<int64_t>{m / 128, k}
+                                                      : std::vector<int64_t>{k, m / 128};
             int64_t s_elems = 1;
             for (int64_t d : s_shape) s_elems *= d;
             const size_t s_bytes = std::max<int64_t>(s_elems, 1) * DTypeSize(s_type);
@@ -247,8 +266,7 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
               QuantizeArgs b = a;
               b.input = MakeTensor(in, in_type, {m, k}, k, loc);
               b.output = MakeTensor(o, out_type, {rows, cols}, cols, loc);
-              b.scales = MakeTensor(sc, s_type, s_shape, s_shape.size() == 2 ? s_shape[1] : 1,
-                                    loc);
+              b.scales = MakeTensor(sc, s_type, s_shape, s_shape.size() == 2 ? s_shape[1] : 1, loc);
               if (dual) {
                 b.output_t = MakeTensor(ot, out_type, {k, m}, m, loc);
                 b.scales_t = MakeTensor(stt, DType::kF32, st_shape, st_shape[1], loc);
@@ -261,9 +279,8 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
             const Op cpu_op =
                 make(cpu_in.data(), out.data(), sc.data(), out_t.data(), sc_t.data(), kCpu);
             if (!Validate(cpu_op).ok()) continue;
-            const std::string what =
-                absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k,
-                             " kind=", kind, " option=", option);
+            const std::string what = absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ",
+                                                  m, "x", k, " kind=", kind, " option=", option);
             SCOPED_TRACE(what);
             ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
             DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
@@ -278,8 +295,8 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
             const std::vector<uint8_t> got = d_out.Read(out_bytes);
             size_t bad = 0;
             while (bad < out_bytes && got[bad] == out[bad]) ++bad;
-            ASSERT_EQ(bad, out_bytes) << "output byte " << bad << ": cuda " << int(got[bad])
-                                      << " cpu " << int(out[bad]);
+            ASSERT_EQ(bad, out_bytes)
+                << "output byte " << bad << ": cuda " << int(got[bad]) << " cpu " << int(out[bad]);
             ASSERT_EQ(d_sc.Read(s_bytes), sc);
             if (dual) {
               ASSERT_EQ(d_out_t.Read(out_bytes), out_t);
@@ -324,17 +341,17 @@ void FiniteOddBands(DType dtype, int64_t rows, int64_t stride, std::vector<uint8
 // of Y = X and the dual pass, at ragged shapes (partial row and column tiles, chunks cut by K),
 // several tiles per grid, row strides past the row (aligned and not, for input, outputs and
 // scales: the 16-byte and the element paths), both scale layouts, fp32/pow2 scales, three input
-// and three output types, tiles with NaN/Inf blocks and tiles without. Outputs start from the same poison on both
-// backends, so padding bytes a kernel must not touch are checked too.
+// and three output types, tiles with NaN/Inf blocks and tiles without. Outputs start from the same
+// poison on both backends, so padding bytes a kernel must not touch are checked too.
 TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
   KD_REQUIRE_CUDA(gpu);
   auto cpu = CreateCpuBackend(2);
   auto cpu_stream = cpu->CreateStream(0).value();
   auto stream = gpu->CreateStream(0).value();
   std::mt19937_64 rng(4321);
-  const QuantCase cases[] = {{300, 384, 8, 16, 3},  {384, 300, 3, 5, 1},   {256, 384, 0, 0, 0},
-                             {256, 384, 8, 16, 2},  {1000, 1030, 24, 32, 5}, {1024, 1030, 1, 0, 0},
-                             {7, 5, 1, 3, 0},       {640, 1280, 0, 16, 1}};
+  const QuantCase cases[] = {{300, 384, 8, 16, 3}, {384, 300, 3, 5, 1},     {256, 384, 0, 0, 0},
+                             {256, 384, 8, 16, 2}, {1000, 1030, 24, 32, 5}, {1024, 1030, 1, 0, 0},
+                             {7, 5, 1, 3, 0},      {640, 1280, 0, 16, 1}};
   const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
   const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
   enum Kind { k1x128T, k1x128TKbm, k128x1, k128x1T, k128x128T, kDual, kDualKbm, kKinds };
@@ -359,7 +376,8 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
             a.scale_layout = kbm ? ScaleLayout::kKBlockMajor : ScaleLayout::kRowMajor;
             int64_t s_rows = rows, s_cols = cols / 128;
             switch (kind) {
-              case k128x1: case k128x1T:
+              case k128x1:
+              case k128x1T:
                 a.granularity = QuantGranularity::k128x1;
                 s_rows = (rows + 127) / 128, s_cols = cols;
                 break;
@@ -397,8 +415,8 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
                 make(cpu_in.data(), out.data(), sc.data(), out_t.data(), sc_t.data(), kCpu);
             if (!Validate(cpu_op).ok()) continue;  // M or K not a multiple of 128 where needed
             const std::string what = absl::StrCat(
-                DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " pads ",
-                qc.in_pad, "/", qc.out_pad, "/", qc.scale_pad, " kind=", kind, " pow2=", pow2);
+                DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " pads ", qc.in_pad,
+                "/", qc.out_pad, "/", qc.scale_pad, " kind=", kind, " pow2=", pow2);
             SCOPED_TRACE(what);
             ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
             DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
@@ -629,9 +647,9 @@ TEST(CudaConformance, QuantizeOfLargeTensorsMatchesCpuBitForBit) {
         const std::vector<uint8_t> got_out = d_out.Read(out.size());
         size_t first_bad = 0;
         while (first_bad < out.size() && got_out[first_bad] == out[first_bad]) ++first_bad;
-        ASSERT_EQ(first_bad, out.size()) << "output byte " << first_bad << ": cuda "
-                                         << int(got_out[first_bad]) << " cpu "
-                                         << int(out[first_bad]);
+        ASSERT_EQ(first_bad, out.size())
+            << "output byte " << first_bad << ": cuda " << int(got_out[first_bad]) << " cpu "
+            << int(out[first_bad]);
         ASSERT_EQ(d_scales.Read(scales.size()), scales);
         ++runs;
       }
@@ -687,9 +705,9 @@ TEST(CudaConformance, PadAndUnpadMatchCpuBitForBit) {
       {0 + 200, 4096, DType::kBF16, 16, 128, false, 0, 0},
   };
   for (const PadCase& pc : cases) {
-    const std::string what = absl::StrCat(pc.rows, "x", pc.cols, " ", DTypeName(pc.dtype),
-                                          " groups=", pc.groups, " alignment=", pc.alignment,
-                                          pc.ends_i64 ? " i64" : " i32");
+    const std::string what =
+        absl::StrCat(pc.rows, "x", pc.cols, " ", DTypeName(pc.dtype), " groups=", pc.groups,
+                     " alignment=", pc.alignment, pc.ends_i64 ? " i64" : " i32");
     SCOPED_TRACE(what);
     const size_t esize = DTypeSize(pc.dtype);
     const int64_t in_stride = pc.cols + pc.in_pad;
@@ -712,8 +730,8 @@ TEST(CudaConformance, PadAndUnpadMatchCpuBitForBit) {
       a.alignment = pc.alignment;
       return Op(a);
     };
-    const Op cpu_pad = make_pad(input.data(), ends_bytes.data(), padded.data(),
-                                padded_ends.data(), kCpu);
+    const Op cpu_pad =
+        make_pad(input.data(), ends_bytes.data(), padded.data(), padded_ends.data(), kCpu);
     ASSERT_TRUE(Validate(cpu_pad).ok()) << Validate(cpu_pad);
     ASSERT_TRUE(cpu->Run(cpu_pad, *cpu_stream, nullptr).ok());
 

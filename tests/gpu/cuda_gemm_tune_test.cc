@@ -22,8 +22,8 @@
 namespace kd {
 namespace {
 
-#define KD_REQUIRE_SM90(backend)                                                   \
-  KD_REQUIRE_CUDA(backend);                                                        \
+#define KD_REQUIRE_SM90(backend) \
+  KD_REQUIRE_CUDA(backend);      \
   if (backend->Properties(0).arch != "sm_90") GTEST_SKIP() << "no sm_90 device"
 
 std::vector<uint8_t> RandomE4M3(std::mt19937& rng, size_t n) {
@@ -88,8 +88,8 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
   g.a = testing::MakeTensor(a.data(), DType::kE4M3FN, {m, k}, k, host);
   g.a_scales = testing::MakeTensor(sa.data(), DType::kF32, {m, k / 128}, k / 128, host);
   g.b = testing::MakeTensor(b.data(), DType::kE4M3FN, {n, k}, k, host);
-  g.b_scales = testing::MakeTensor(sb.data(), DType::kF32, {(n + 127) / 128, k / 128}, k / 128,
-                                   host);
+  g.b_scales =
+      testing::MakeTensor(sb.data(), DType::kF32, {(n + 127) / 128, k / 128}, k / 128, host);
   g.d = testing::MakeTensor(want.data(), DType::kBF16, {m, n}, n, host);
   auto cpu_stream = cpu->CreateStream(0);
   ASSERT_TRUE(cpu_stream.ok());
@@ -101,8 +101,8 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
   DeviceArena arena;
   GemmArgs dg = g;
   dg.a = testing::MakeTensor(arena.Copy(a.data(), a.size()), DType::kE4M3FN, {m, k}, k, dev);
-  dg.a_scales = testing::MakeTensor(arena.Copy(sa.data(), sa.size() * 4), DType::kF32,
-                                    {m, k / 128}, k / 128, dev);
+  dg.a_scales = testing::MakeTensor(arena.Copy(sa.data(), sa.size() * 4), DType::kF32, {m, k / 128},
+                                    k / 128, dev);
   dg.b = testing::MakeTensor(arena.Copy(b.data(), b.size()), DType::kE4M3FN, {n, k}, k, dev);
   dg.b_scales = testing::MakeTensor(arena.Copy(sb.data(), sb.size() * 4), DType::kF32,
                                     {(n + 127) / 128, k / 128}, k / 128, dev);
@@ -114,9 +114,9 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
 
   // "" = the default; tuned configs of both tile widths and a cluster; then configs a stale or
   // damaged cache could hold, which must fall back to the default, not fail the request.
-  for (const char* config : {"", "bm128.bn64.s8.c1.r4.p0", "bm128.bn128.s5.c2.r16.p0",
-                             "bm128.bn128.s4.c1.r1.p7", "bm128.bn128.st4.cl1.rs0",
-                             "bm128.bn96.s6.c1.r8.p0", "garbage"}) {
+  for (const char* config :
+       {"", "bm128.bn64.s8.c1.r4.p0", "bm128.bn128.s5.c2.r16.p0", "bm128.bn128.s4.c1.r1.p7",
+        "bm128.bn128.st4.cl1.rs0", "bm128.bn96.s6.c1.r8.p0", "garbage"}) {
     SCOPED_TRACE(config);
     ASSERT_EQ(cudaMemset(d, 0xff, m * n * 2), cudaSuccess);  // NaN poison
     dg.config = config;
@@ -168,8 +168,8 @@ TEST(CudaGemmHarnessTest, TunesADenseKeyCheckingEveryCandidate) {
   auto harness = CreateCudaGemmHarness(key, {});
   ASSERT_TRUE(harness.ok()) << harness.status();
   WallTimer timer;
-  absl::StatusOr<TuneResult> r = Tune(key, ConfigSpaceRegistry::Builtin(), **harness, timer,
-                                      Quick());
+  absl::StatusOr<TuneResult> r =
+      Tune(key, ConfigSpaceRegistry::Builtin(), **harness, timer, Quick());
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<std::string> candidates = *ConfigSpaceRegistry::Builtin().Candidates(key);
   EXPECT_EQ(r->candidates.size(), candidates.size());
@@ -192,8 +192,8 @@ TEST(CudaGemmHarnessTest, ACandidateWithAWrongResultIsRejectedAndCannotWin) {
   auto harness = CreateCudaGemmHarness(key, options);
   ASSERT_TRUE(harness.ok()) << harness.status();
   WallTimer timer;
-  absl::StatusOr<TuneResult> r = Tune(key, ConfigSpaceRegistry::Builtin(), **harness, timer,
-                                      Quick());
+  absl::StatusOr<TuneResult> r =
+      Tune(key, ConfigSpaceRegistry::Builtin(), **harness, timer, Quick());
   ASSERT_TRUE(r.ok()) << r.status();
   bool seen = false;
   for (const CandidateResult& c : r->candidates) {
@@ -218,7 +218,8 @@ TEST(CudaGemmHarnessTest, TunesGroupedKeys) {
     WallTimer timer;
     absl::StatusOr<TuneResult> r = Tune(key, ConfigSpaceRegistry::Builtin(), **harness, timer, o);
     ASSERT_TRUE(r.ok()) << r.status();
-    for (const CandidateResult& c : r->candidates) EXPECT_TRUE(c.status.ok()) << c.config << c.status;
+    for (const CandidateResult& c : r->candidates)
+      EXPECT_TRUE(c.status.ok()) << c.config << c.status;
   }
 }
 

@@ -20,7 +20,6 @@
 #include "tests/kernels/golden_manifest.h"
 #include "tests/kernels/quantize_reference.h"
 
-
 namespace kd {
 namespace {
 

@@ -54,7 +54,9 @@ std::vector<uint8_t> RowInput(DType dtype, int64_t rows, int64_t k, int64_t stri
     return (sign << (f.exp_bits + f.man_bits)) | (exp << f.man_bits) | (man & man_mask);
   };
   std::vector<uint8_t> out(rows * stride * size);
-  auto put = [&](int64_t r, int64_t c, uint32_t v) { std::memcpy(&out[(r * stride + c) * size], &v, size); };
+  auto put = [&](int64_t r, int64_t c, uint32_t v) {
+    std::memcpy(&out[(r * stride + c) * size], &v, size);
+  };
   std::uniform_int_distribution<uint64_t> u;
   for (int64_t r = 0; r < rows; ++r) {
     // 0-5: normal; 6: zeros; 7: negative zeros; 8: subnormal; 9: large; 10: Inf; 11: NaN.
@@ -62,13 +64,15 @@ std::vector<uint8_t> RowInput(DType dtype, int64_t rows, int64_t k, int64_t stri
     if (kind == 11 && specials != Specials::kNanAndInf) kind = 0;
     if (kind == 10 && specials == Specials::kNone) kind = 1;
     const int spread = static_cast<int>(bias / 4);
-    const int center = static_cast<int>(bias) + static_cast<int>(u(rng) % (2 * spread + 1)) - spread;
+    const int center =
+        static_cast<int>(bias) + static_cast<int>(u(rng) % (2 * spread + 1)) - spread;
     const int64_t special_col = static_cast<int64_t>(u(rng) % k);
     for (int64_t c = 0; c < stride; ++c) {
       const uint64_t x = u(rng);
       const uint32_t sign = x & 1, man = static_cast<uint32_t>(x >> 8);
       const int drop = static_cast<int>((x >> 1) % 8);
-      uint32_t v = bits(sign, static_cast<uint32_t>(std::clamp(center - drop, 1, int(max_exp) - 1)), man);
+      uint32_t v =
+          bits(sign, static_cast<uint32_t>(std::clamp(center - drop, 1, int(max_exp) - 1)), man);
       if (kind == 6 || (kind < 6 && (c / 32) % 16 == 7 && x % 4 == 0)) v = 0;  // zero rows, blocks
       if (kind == 7) v = bits(1, 0, 0);
       if (kind == 8) v = bits(sign, 0, man | 1);
@@ -116,8 +120,17 @@ struct Shape {
   int64_t m, k, in_pad, out_pad, scale_pad;
 };
 
-enum Kind { kPerRow, kPerTensor, kMx, kJaggedRowwise, kJaggedColwise, kPerRowT, kPerTensorT, kMxT,
-            kKinds };
+enum Kind {
+  kPerRow,
+  kPerTensor,
+  kMx,
+  kJaggedRowwise,
+  kJaggedColwise,
+  kPerRowT,
+  kPerTensorT,
+  kMxT,
+  kKinds
+};
 
 TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
   KD_REQUIRE_CUDA(gpu);
@@ -128,9 +141,9 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
   // K=40064: a per_row row longer than one CTA holds (512 threads x 4 chunks); in_pad=1: rows
   // not 16-byte aligned; K=100: chunks of 8 cut by the row end (per_row and per_tensor only).
   // M=416, 2048: mx1x32 of Xᵀ (M a multiple of 32), several column strips and row tiles.
-  const Shape shapes[] = {{300, 384, 0, 0, 0},   {257, 7168, 8, 16, 3}, {1, 128, 0, 0, 0},
-                          {130, 256, 1, 3, 1},   {5, 40064, 0, 0, 2},   {77, 100, 0, 0, 0},
-                          {3, 96, 0, 5, 0},      {1000, 1024, 0, 0, 0}, {416, 200, 1, 3, 1},
+  const Shape shapes[] = {{300, 384, 0, 0, 0},  {257, 7168, 8, 16, 3}, {1, 128, 0, 0, 0},
+                          {130, 256, 1, 3, 1},  {5, 40064, 0, 0, 2},   {77, 100, 0, 0, 0},
+                          {3, 96, 0, 5, 0},     {1000, 1024, 0, 0, 0}, {416, 200, 1, 3, 1},
                           {2048, 136, 0, 16, 0}};
   const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
   const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
@@ -154,8 +167,8 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           const bool kbm = (rotation / 2) % 2 == 1;
           const int flavor = kind == kPerTensor || kind == kPerTensorT ? rotation % 3 : 2;
           QuantizeArgs a;
-          const bool t = kind == kJaggedColwise || kind == kPerRowT || kind == kPerTensorT ||
-                         kind == kMxT;
+          const bool t =
+              kind == kJaggedColwise || kind == kPerRowT || kind == kPerTensorT || kind == kMxT;
           const int64_t rows = t ? k : m, cols = t ? m : k;
           const int64_t out_stride = cols + sh.out_pad;
           a.transpose_output = t;
@@ -223,13 +236,13 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
           const Op cpu_op = make(cpu_in.data(), out.data(), sc.data(), cpu_ends.data(), kCpu);
           if (!Validate(cpu_op).ok()) continue;  // mx with e4m3fnuz, K off the block
-          const std::string what = absl::StrCat(
-              DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " in_pad=", sh.in_pad,
-              " ", GranularityName(a.granularity), t ? " of Xᵀ" : "", " option=", option,
-              " kbm=", kbm,
-              " flavor=", flavor, jagged ? absl::StrCat(" groups=", groups, " i64=", ends_i64,
-                                                        " ends_stride=", ends_stride)
-                                         : "");
+          const std::string what =
+              absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k,
+                           " in_pad=", sh.in_pad, " ", GranularityName(a.granularity),
+                           t ? " of Xᵀ" : "", " option=", option, " kbm=", kbm, " flavor=", flavor,
+                           jagged ? absl::StrCat(" groups=", groups, " i64=", ends_i64,
+                                                 " ends_stride=", ends_stride)
+                                  : "");
           SCOPED_TRACE(what);
           const absl::Status cpu_run = cpu->Run(cpu_op, *cpu_stream, nullptr);
           ASSERT_TRUE(cpu_run.ok()) << cpu_run;
@@ -245,9 +258,9 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
           ASSERT_TRUE(synced.ok()) << synced;
           const std::vector<uint8_t> got = d_out.Read();
           const size_t bad = FirstDifference(got, out);
-          ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
-                                    << ", column " << bad % out_stride << "): cuda "
-                                    << int(got[bad]) << " cpu " << int(out[bad]);
+          ASSERT_EQ(bad, out_bytes)
+              << "output byte " << bad << " (row " << bad / out_stride << ", column "
+              << bad % out_stride << "): cuda " << int(got[bad]) << " cpu " << int(out[bad]);
           const std::vector<uint8_t> got_sc = d_sc.Read();
           const size_t bad_sc = FirstDifference(got_sc, sc);
           ASSERT_EQ(bad_sc, s_bytes) << "scales byte " << bad_sc;
@@ -292,37 +305,89 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
     const char* what;
   };
   const Case cases[] = {
-      {4096, 384, 0, DType::kBF16, DType::kE4M3FN, {0, 0, 4096, 4096, 4096}, Specials::kNone,
+      {4096,
+       384,
+       0,
+       DType::kBF16,
+       DType::kE4M3FN,
+       {0, 0, 4096, 4096, 4096},
+       Specials::kNone,
        "one group of every row"},
-      {4096, 384, 1, DType::kF32, DType::kE5M2, {1, 2, 3, 4090, 4090, 4096}, Specials::kNone,
+      {4096,
+       384,
+       1,
+       DType::kF32,
+       DType::kE5M2,
+       {1, 2, 3, 4090, 4090, 4096},
+       Specials::kNone,
        "one huge group between one-row groups"},
       {3000, 200, 0, DType::kF16, DType::kE4M3FNUZ, tiny, Specials::kNanAndInf,
        "300 tiny and empty groups"},
       {130, 7168, 8, DType::kBF16, DType::kE4M3FN, {0, 65, 130}, Specials::kInf, "wide K"},
-      {33000, 136, 0, DType::kBF16, DType::kE4M3FN, {100, 20000, 20000, 33000}, Specials::kNone,
+      {33000,
+       136,
+       0,
+       DType::kBF16,
+       DType::kE4M3FN,
+       {100, 20000, 20000, 33000},
+       Specials::kNone,
        "33000 rows"},
-      {33000, 136, 0, DType::kF32, DType::kE4M3FN, {}, Specials::kNone,
+      {33000,
+       136,
+       0,
+       DType::kF32,
+       DType::kE4M3FN,
+       {},
+       Specials::kNone,
        "per_row of Xt, 33000 rows"},
-      {40000, 72, 0, DType::kBF16, DType::kE4M3FN, {5000, 5000, 40000}, Specials::kNone,
+      {40000,
+       72,
+       0,
+       DType::kBF16,
+       DType::kE4M3FN,
+       {5000, 5000, 40000},
+       Specials::kNone,
        "40000 rows"},
-      {40000, 72, 3, DType::kF16, DType::kE5M2, {}, Specials::kNone,
-       "per_row of Xt, 40000 rows"},
-      {8192, 4096, 0, DType::kBF16, DType::kE4M3FN, {0, 700, 700, 1703, 5000, 5001, 8192, 8192},
-       Specials::kNone, "groups taller than a strip CTA holds, starts off 16 rows"},
-      {5000, 4096, 8, DType::kBF16, DType::kE5M2, {}, Specials::kNanAndInf,
+      {40000, 72, 3, DType::kF16, DType::kE5M2, {}, Specials::kNone, "per_row of Xt, 40000 rows"},
+      {8192,
+       4096,
+       0,
+       DType::kBF16,
+       DType::kE4M3FN,
+       {0, 700, 700, 1703, 5000, 5001, 8192, 8192},
+       Specials::kNone,
+       "groups taller than a strip CTA holds, starts off 16 rows"},
+      {5000,
+       4096,
+       8,
+       DType::kBF16,
+       DType::kE5M2,
+       {},
+       Specials::kNanAndInf,
        "per_row of Xt, bf16, pieces, NaN and Inf rows"},
-      {32768, 264, 0, DType::kBF16, DType::kE4M3FN, {0, 9000, 9000, 20001, 32768},
-       Specials::kNanAndInf, "groups over 8192 rows, 32768 rows"},
-      {32768, 136, 8, DType::kF16, DType::kE5M2, {}, Specials::kInf,
-       "per_row of Xt, 32768 rows"},
+      {32768,
+       264,
+       0,
+       DType::kBF16,
+       DType::kE4M3FN,
+       {0, 9000, 9000, 20001, 32768},
+       Specials::kNanAndInf,
+       "groups over 8192 rows, 32768 rows"},
+      {32768, 136, 8, DType::kF16, DType::kE5M2, {}, Specials::kInf, "per_row of Xt, 32768 rows"},
       {16448, 200, 0, DType::kBF16, DType::kE4M3FNUZ, many, Specials::kNanAndInf,
        "64 groups over 16448 rows"},
-      {10000, 4096, 0, DType::kBF16, DType::kE4M3FN, {9000, 10000, 10000}, Specials::kNone,
+      {10000,
+       4096,
+       0,
+       DType::kBF16,
+       DType::kE4M3FN,
+       {9000, 10000, 10000},
+       Specials::kNone,
        "a group of 9000 rows"},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(absl::StrCat(c.what, ": ", DTypeName(c.in), ">", DTypeName(c.out), " ", c.m,
-                              "x", c.k));
+    SCOPED_TRACE(
+        absl::StrCat(c.what, ": ", DTypeName(c.in), ">", DTypeName(c.out), " ", c.m, "x", c.k));
     const bool per_row = c.ends.empty();
     const int64_t groups = static_cast<int64_t>(c.ends.size());
     const int64_t in_stride = c.k + c.in_pad;
@@ -348,17 +413,15 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
       return Op(a);
     };
     std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
-    const absl::Status cpu_run =
-        cpu->Run(make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream,
-                 nullptr);
+    const absl::Status cpu_run = cpu->Run(
+        make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream, nullptr);
     ASSERT_TRUE(cpu_run.ok()) << cpu_run;
     DeviceBuffer d_in(*gpu, input);
     DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
     DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
     DeviceBuffer d_ends(*gpu, per_row ? std::vector<uint8_t>(8, 0) : ends);
-    const absl::Status run =
-        gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu), *stream,
-                 nullptr);
+    const absl::Status run = gpu->Run(
+        make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu), *stream, nullptr);
     ASSERT_TRUE(run.ok()) << run;
     const absl::Status synced = gpu->Synchronize(*stream);
     ASSERT_TRUE(synced.ok()) << synced;
@@ -384,8 +447,8 @@ TEST(CudaRowQuantize, Mx1x32OfXtOnTilesMatchesCpuBitForBit) {
   auto cpu_stream = cpu->CreateStream(0).value();
   auto stream = gpu->CreateStream(0).value();
   std::mt19937_64 rng(777);
-  const Shape shapes[] = {{16416, 648, 0, 0, 0}, {4160, 1024, 8, 16, 0}, {288, 136, 0, 4, 1},
-                          {32, 8, 0, 0, 0}};
+  const Shape shapes[] = {
+      {16416, 648, 0, 0, 0}, {4160, 1024, 8, 16, 0}, {288, 136, 0, 4, 1}, {32, 8, 0, 0, 0}};
   int rotation = 0;
   for (const Shape& sh : shapes) {
     for (DType in_type : {DType::kBF16, DType::kF16}) {
@@ -425,13 +488,13 @@ TEST(CudaRowQuantize, Mx1x32OfXtOnTilesMatchesCpuBitForBit) {
         const std::vector<uint8_t> got = d_out.Read();
         const size_t bad = FirstDifference(got, out);
         ASSERT_EQ(bad, out_bytes) << "output byte " << bad << " (row " << bad / out_stride
-                                  << ", column " << bad % out_stride << "): cuda "
-                                  << int(got[bad]) << " cpu " << int(out[bad]);
+                                  << ", column " << bad % out_stride << "): cuda " << int(got[bad])
+                                  << " cpu " << int(out[bad]);
         const std::vector<uint8_t> got_sc = d_sc.Read();
         const size_t bad_sc = FirstDifference(got_sc, sc);
-        ASSERT_EQ(bad_sc, s_bytes) << "scales byte " << bad_sc << " (row " << bad_sc / s_stride
-                                   << "): cuda " << int(got_sc[bad_sc]) << " cpu "
-                                   << int(sc[bad_sc]);
+        ASSERT_EQ(bad_sc, s_bytes)
+            << "scales byte " << bad_sc << " (row " << bad_sc / s_stride << "): cuda "
+            << int(got_sc[bad_sc]) << " cpu " << int(sc[bad_sc]);
       }
     }
   }
@@ -490,9 +553,8 @@ TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
         return Op(a);
       };
       std::vector<uint8_t> out(rows * cols, kPoison), sc(s_bytes, kPoison);
-      const absl::Status cpu_status =
-          cpu->Run(make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream,
-                   nullptr);
+      const absl::Status cpu_status = cpu->Run(
+          make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream, nullptr);
       EXPECT_EQ(cpu_status.code(), absl::StatusCode::kInvalidArgument) << cpu_status;
       EXPECT_NE(cpu_status.message().find(bad.expect), absl::string_view::npos) << cpu_status;
 

@@ -115,8 +115,7 @@ void RunCheck(client::Client& c) {
   Slice sc = RegisterSlice(c, sc_bytes, 512);
   auto cpu = CreateCpuBackend(2);
   auto cpu_stream = Must(cpu->CreateStream(0), "cpu stream");
-  auto reference = [&](std::vector<uint16_t>& x, std::vector<uint8_t>& o,
-                       std::vector<uint8_t>& s) {
+  auto reference = [&](std::vector<uint16_t>& x, std::vector<uint8_t>& o, std::vector<uint8_t>& s) {
     QuantizeArgs a;
     a.input = HostTensor2(x.data(), DType::kBF16, m, k);
     a.output = HostTensor2(o.data(), DType::kE4M3FN, m, k);
@@ -178,7 +177,8 @@ void RunCheck(client::Client& c) {
   Must(c.Quantize(op, async), "Quantize ASYNC after a completed wait event");
   CheckCuda(cudaEventSynchronize(done), "wait done");
   reference(x3, want_out, want_sc);
-  Check(Read(out.data, out_bytes) == want_out, "ASYNC (completed wait) output differs from the cpu");
+  Check(Read(out.data, out_bytes) == want_out,
+        "ASYNC (completed wait) output differs from the cpu");
   Check(Read(sc.data, sc_bytes) == want_sc, "ASYNC (completed wait) scales differ from the cpu");
 
   // Pad, SYNC: 4 groups, alignment 128.

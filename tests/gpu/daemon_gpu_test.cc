@@ -45,9 +45,7 @@ class CudaDaemon {
   const absl::Status& started() const { return started_; }
   Daemon& daemon() { return *daemon_; }
   std::string socket() const { return dir_ + "/data.sock"; }
-  uint64_t Imported() {
-    return daemon_->backends().Get(BackendKind::kCuda)->Memory(0).imported;
-  }
+  uint64_t Imported() { return daemon_->backends().Get(BackendKind::kCuda)->Memory(0).imported; }
 
  private:
   std::string dir_;
@@ -55,14 +53,12 @@ class CudaDaemon {
   absl::Status started_;
 };
 
-#define KD_REQUIRE_CUDA_DAEMON(d)                                                     \
-  CudaDaemon d;                                                                       \
+#define KD_REQUIRE_CUDA_DAEMON(d) \
+  CudaDaemon d;                   \
   if (!d.started().ok()) GTEST_SKIP() << "no CUDA daemon here: " << d.started()
 
-PeerProcess StartClient(const std::string& socket, const std::string& mode,
-                        bool ring = false) {
-  return PeerProcess(
-      {testing::SelfDir() + "/kd_gpu_client", socket, mode, ring ? "ring" : "grpc"});
+PeerProcess StartClient(const std::string& socket, const std::string& mode, bool ring = false) {
+  return PeerProcess({testing::SelfDir() + "/kd_gpu_client", socket, mode, ring ? "ring" : "grpc"});
 }
 
 // Polls `pred` for up to 20 s.

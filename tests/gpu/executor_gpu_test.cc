@@ -76,8 +76,7 @@ TEST(ExecutorOnCuda, AsyncDeviceFailureFailsTheSameSessionsNextRequestOnly) {
   std::shared_ptr<Region> padded = Upload(*gpu, std::vector<uint8_t>(groups * 4, 0));
   std::shared_ptr<Region> bad = Upload(*gpu, Ends({10, 50, 40, 100}));
   std::shared_ptr<Region> good = Upload(*gpu, Ends({10, 50, 60, 100}));
-  auto batch_of = [&](const std::string& session, const std::shared_ptr<Region>& ends,
-                      bool async) {
+  auto batch_of = [&](const std::string& session, const std::shared_ptr<Region>& ends, bool async) {
     PadArgs a;
     a.input = MakeTensor(in->data(), DType::kBF16, {rows, cols}, cols, kGpu);
     a.group_ends = MakeTensor(ends->data(), DType::kI32, {groups}, 0, kGpu);

@@ -27,12 +27,12 @@ inline std::unique_ptr<Backend> MaybeCudaBackend(uint64_t cap = 0) {
   return CreateCudaBackend(cap);
 }
 
-#define KD_REQUIRE_CUDA(backend)                                    \
-  auto backend = ::kd::testing::MaybeCudaBackend();                 \
+#define KD_REQUIRE_CUDA(backend)                    \
+  auto backend = ::kd::testing::MaybeCudaBackend(); \
   if (backend == nullptr) GTEST_SKIP() << "no CUDA device on this machine"
 
-inline Tensor MakeTensor(void* data, DType dtype, std::vector<int64_t> shape,
-                         int64_t row_stride, DeviceLoc loc) {
+inline Tensor MakeTensor(void* data, DType dtype, std::vector<int64_t> shape, int64_t row_stride,
+                         DeviceLoc loc) {
   Tensor t;
   t.data = data;
   t.dtype = dtype;
@@ -124,8 +124,7 @@ class DeviceBuffer {
   // The first `bytes` bytes (all of them by default).
   std::vector<uint8_t> Read(size_t bytes) const {
     std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), bytes, cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(out.data(), region_->data(), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     return out;
   }
   std::vector<uint8_t> Read() const { return Read(size_); }

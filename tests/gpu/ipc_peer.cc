@@ -29,7 +29,9 @@
 namespace {
 
 // Holds the stream for the given milliseconds (a host function may sleep; it calls no CUDA API).
-void CUDART_CB HoldStream(void* ms) { usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(ms)) * 1000); }
+void CUDART_CB HoldStream(void* ms) {
+  usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(ms)) * 1000);
+}
 
 struct Allocation {
   void* ptr = nullptr;
@@ -96,8 +98,10 @@ int main() {
       if (err == cudaSuccess) {
         pinned.push_back(host);
         kd::testing::FillPattern(seed, host, a.bytes);
-        err = cudaLaunchHostFunc(stream, HoldStream, reinterpret_cast<void*>(static_cast<uintptr_t>(ms)));
-        if (err == cudaSuccess) err = cudaMemcpyAsync(a.ptr, host, a.bytes, cudaMemcpyHostToDevice, stream);
+        err = cudaLaunchHostFunc(stream, HoldStream,
+                                 reinterpret_cast<void*>(static_cast<uintptr_t>(ms)));
+        if (err == cudaSuccess)
+          err = cudaMemcpyAsync(a.ptr, host, a.bytes, cudaMemcpyHostToDevice, stream);
         if (err == cudaSuccess) err = cudaEventRecord(events[eid], stream);
       }
     } else if (cmd == "record") {

@@ -100,7 +100,8 @@ class DaemonTest : public ::testing::Test {
   // `kctl status --json`, or "" when it failed.
   std::string Status() {
     int code = 0;
-    std::string out = RunCommand({KD_KCTL_PATH, "--admin_socket=" + admin_, "status", "--json"}, &code);
+    std::string out =
+        RunCommand({KD_KCTL_PATH, "--admin_socket=" + admin_, "status", "--json"}, &code);
     return code == 0 ? out : "";
   }
 
@@ -112,9 +113,9 @@ class DaemonTest : public ::testing::Test {
       const std::string json = Status();
       // An ended session leaves the table just before its memory is released: with nothing
       // left, wait for the memory too.
-      const bool memory_settled = sessions != 0 || buffers != 0 ||
-                                  (JsonInt(json, "memory_used_bytes") == 0 &&
-                                   JsonInt(json, "memory_imported_bytes") == 0);
+      const bool memory_settled =
+          sessions != 0 || buffers != 0 ||
+          (JsonInt(json, "memory_used_bytes") == 0 && JsonInt(json, "memory_imported_bytes") == 0);
       if (JsonInt(json, "sessions_active") == sessions &&
           JsonInt(json, "buffers_registered") == buffers && memory_settled) {
         return absl::Now() - start;
@@ -124,11 +125,11 @@ class DaemonTest : public ::testing::Test {
     return absl::InfiniteDuration();
   }
 
-  std::unique_ptr<Subprocess> Pipeline(int64_t m, int64_t n, int64_t k, int groups, int iterations, int seed,
-                                       bool ring = false) {
+  std::unique_ptr<Subprocess> Pipeline(int64_t m, int64_t n, int64_t k, int groups, int iterations,
+                                       int seed, bool ring = false) {
     return std::make_unique<Subprocess>(std::vector<std::string>{
-        KD_PIPELINE_CLIENT_PATH, "--socket=" + data_, absl::StrCat("--m=", m), absl::StrCat("--n=", n),
-        absl::StrCat("--k=", k), absl::StrCat("--groups=", groups),
+        KD_PIPELINE_CLIENT_PATH, "--socket=" + data_, absl::StrCat("--m=", m),
+        absl::StrCat("--n=", n), absl::StrCat("--k=", k), absl::StrCat("--groups=", groups),
         absl::StrCat("--iterations=", iterations), absl::StrCat("--seed=", seed),
         absl::StrCat("--ring=", ring)});
   }
@@ -154,11 +155,11 @@ TEST_F(DaemonTest, FourPipelinesAndAMalformedClientAtOnce) {
 
   std::vector<std::unique_ptr<Subprocess>> clients;
   clients.push_back(Pipeline(256, 256, 512, 4, 3, 1));
-  clients.push_back(Pipeline(130, 384, 256, 3, 3, 2));    // M, N not multiples of 128
+  clients.push_back(Pipeline(130, 384, 256, 3, 3, 2));  // M, N not multiples of 128
   clients.push_back(Pipeline(64, 200, 1024, 1, 3, 3));
   clients.push_back(Pipeline(512, 128, 384, 8, 3, 4));
-  auto malformed = std::make_unique<Subprocess>(std::vector<std::string>{
-      KD_MALFORMED_CLIENT_PATH, "--socket=" + data_, "--rounds=30"});
+  auto malformed = std::make_unique<Subprocess>(
+      std::vector<std::string>{KD_MALFORMED_CLIENT_PATH, "--socket=" + data_, "--rounds=30"});
   for (size_t i = 0; i < clients.size(); ++i) {
     EXPECT_EQ(clients[i]->Wait(absl::Seconds(300)), 0) << "pipeline client " << i;
   }
@@ -207,8 +208,10 @@ TEST_F(DaemonTest, SigkilledClientIsReleasedWithinFiveSeconds) {
   }
   EXPECT_EQ(MetricValue(metrics, "kerneld_sessions_active"), 0);
   EXPECT_EQ(MetricValue(metrics, "kerneld_buffers_registered"), 0);
-  EXPECT_EQ(MetricValue(metrics, "kerneld_device_memory_bytes{device=\"cpu:0\",state=\"used\"}"), 0);
-  EXPECT_EQ(MetricValue(metrics, "kerneld_device_memory_bytes{device=\"cpu:0\",state=\"imported\"}"), 0);
+  EXPECT_EQ(MetricValue(metrics, "kerneld_device_memory_bytes{device=\"cpu:0\",state=\"used\"}"),
+            0);
+  EXPECT_EQ(
+      MetricValue(metrics, "kerneld_device_memory_bytes{device=\"cpu:0\",state=\"imported\"}"), 0);
 }
 
 TEST_F(DaemonTest, MetricsCountRealRpcs) {
@@ -234,11 +237,15 @@ TEST_F(DaemonTest, MetricsCountRealRpcs) {
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Submit\"", "code=\"OK\""}), 1);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"RegisterBuffer\"", "code=\"OK\""}), 10);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"OpenSession\"", "code=\"OK\""}), 2);
-  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Quantize\"", "code=\"INVALID_ARGUMENT\""}), 1);
+  EXPECT_EQ(
+      delta("kerneld_rpc_requests_total", {"method=\"Quantize\"", "code=\"INVALID_ARGUMENT\""}), 1);
   EXPECT_EQ(delta("kerneld_rpc_duration_seconds_count", {"method=\"Quantize\""}), 3);
   // Kernel histograms: two quantizes, one gemm, one pad per iteration.
-  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"quantize\"", "device=\"cpu:0\""}), 4);
-  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"quantize\"", "variant=\"1x128\"", "dtype=\"bf16>e4m3fn\""}), 2);
+  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"quantize\"", "device=\"cpu:0\""}),
+            4);
+  EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count",
+                  {"op=\"quantize\"", "variant=\"1x128\"", "dtype=\"bf16>e4m3fn\""}),
+            2);
   EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"gemm\"", "variant=\"nt\""}), 2);
   EXPECT_EQ(delta("kerneld_kernel_duration_seconds_count", {"op=\"pad\"", "variant=\"a32\""}), 2);
   EXPECT_GT(delta("kerneld_kernel_duration_seconds_sum", {"op=\"gemm\""}), 0);

@@ -33,10 +33,9 @@ void Expect(const absl::Status& got, absl::StatusCode want, const char* what) {
 }
 
 v1::QuantizeOp Quantize(uint64_t in, uint64_t out, uint64_t scales, int64_t m, int64_t k) {
-  return kd::client::MakeQuantizeOp(MakeTensorRef(in, v1::DTYPE_BF16, {m, k}),
-                                    MakeTensorRef(out, v1::DTYPE_E4M3FN, {m, k}),
-                                    MakeTensorRef(scales, v1::DTYPE_F32, {m, k / 128}),
-                                    v1::QUANT_1X128);
+  return kd::client::MakeQuantizeOp(
+      MakeTensorRef(in, v1::DTYPE_BF16, {m, k}), MakeTensorRef(out, v1::DTYPE_E4M3FN, {m, k}),
+      MakeTensorRef(scales, v1::DTYPE_F32, {m, k / 128}), v1::QUANT_1X128);
 }
 
 }  // namespace
@@ -91,17 +90,17 @@ int main(int argc, char** argv) {
     {
       buf->As<int32_t>(60 << 10)[0] = 5;
       buf->As<int32_t>(60 << 10)[1] = 2;
-      v1::PadOp pad = kd::client::MakePadOp(
-          MakeTensorRef(id, v1::DTYPE_BF16, {8, 16}),
-          MakeTensorRef(id, v1::DTYPE_I32, {2}, 60 << 10),
-          MakeTensorRef(id, v1::DTYPE_BF16, {8 + 2 * 31, 16}, 4096),
-          MakeTensorRef(id, v1::DTYPE_I32, {2}, 62 << 10), 32);
+      v1::PadOp pad =
+          kd::client::MakePadOp(MakeTensorRef(id, v1::DTYPE_BF16, {8, 16}),
+                                MakeTensorRef(id, v1::DTYPE_I32, {2}, 60 << 10),
+                                MakeTensorRef(id, v1::DTYPE_BF16, {8 + 2 * 31, 16}, 4096),
+                                MakeTensorRef(id, v1::DTYPE_I32, {2}, 62 << 10), 32);
       Expect(c.Pad(pad).status(), absl::StatusCode::kInvalidArgument, "decreasing group ends");
     }
     Expect(c.RegisterShm("/kerneld-no-such-object", 4096).status(),
            absl::StatusCode::kInvalidArgument, "missing shm object");
-    Expect(c.RegisterShm(buf->name(), buf->size() * 2).status(),
-           absl::StatusCode::kInvalidArgument, "size beyond the shm object");
+    Expect(c.RegisterShm(buf->name(), buf->size() * 2).status(), absl::StatusCode::kInvalidArgument,
+           "size beyond the shm object");
     Expect(c.ReleaseBuffer(id + 1000), absl::StatusCode::kNotFound, "release of an unknown buffer");
     // Every third round: walk away with the session open and the buffer registered.
     if (round % 3 != 0) {

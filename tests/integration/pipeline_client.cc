@@ -95,11 +95,13 @@ void ReferenceQuantize(const std::vector<float>& x, int64_t rows, int64_t cols, 
     for (int64_t b = 0; b < kb; ++b) {
       float amax = 0;
       for (int64_t r = r0; r < std::min(rows, r0 + block_rows); ++r) {
-        for (int64_t c = b * 128; c < (b + 1) * 128; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+        for (int64_t c = b * 128; c < (b + 1) * 128; ++c)
+          amax = std::max(amax, std::fabs(x[r * cols + c]));
       }
       const float scale = 448.0f / std::max(amax, 1e-12f);
       for (int64_t r = r0; r < std::min(rows, r0 + block_rows); ++r) {
-        for (int64_t c = b * 128; c < (b + 1) * 128; ++c) q[r * cols + c] = ReferenceEncode(x[r * cols + c] * scale);
+        for (int64_t c = b * 128; c < (b + 1) * 128; ++c)
+          q[r * cols + c] = ReferenceEncode(x[r * cols + c] * scale);
       }
       scales[(r0 / block_rows) * kb + b] = 1.0f / scale;
     }
@@ -115,13 +117,13 @@ absl::StatusOr<ShmBuffer> NewBuffer(Client& client, int64_t elements) {
   return buf;
 }
 
-#define CHECK_OK(expr)                                                               \
-  do {                                                                               \
-    const absl::Status s_ = (expr);                                                  \
-    if (!s_.ok()) {                                                                  \
+#define CHECK_OK(expr)                                                                 \
+  do {                                                                                 \
+    const absl::Status s_ = (expr);                                                    \
+    if (!s_.ok()) {                                                                    \
       std::fprintf(stderr, "pipeline_client: %s: %s\n", #expr, s_.ToString().c_str()); \
-      return 1;                                                                      \
-    }                                                                                \
+      return 1;                                                                        \
+    }                                                                                  \
   } while (0)
 
 int Hold(Client& client) {
@@ -160,19 +162,24 @@ int RunPipelines(Client& client) {
   for (auto* b : {&x, &w, &xq, &wq, &sx, &sw, &d, &ends, &p, &pends}) CHECK_OK(b->status());
 
   const v1::QuantizeOp qx = kd::client::MakeQuantizeOp(
-      MakeTensorRef(x->buffer_id(), v1::DTYPE_BF16, {m, k}), MakeTensorRef(xq->buffer_id(), v1::DTYPE_E4M3FN, {m, k}),
+      MakeTensorRef(x->buffer_id(), v1::DTYPE_BF16, {m, k}),
+      MakeTensorRef(xq->buffer_id(), v1::DTYPE_E4M3FN, {m, k}),
       MakeTensorRef(sx->buffer_id(), v1::DTYPE_F32, {m, kb}), v1::QUANT_1X128);
   const v1::QuantizeOp qw = kd::client::MakeQuantizeOp(
-      MakeTensorRef(w->buffer_id(), v1::DTYPE_BF16, {n, k}), MakeTensorRef(wq->buffer_id(), v1::DTYPE_E4M3FN, {n, k}),
+      MakeTensorRef(w->buffer_id(), v1::DTYPE_BF16, {n, k}),
+      MakeTensorRef(wq->buffer_id(), v1::DTYPE_E4M3FN, {n, k}),
       MakeTensorRef(sw->buffer_id(), v1::DTYPE_F32, {nb, kb}), v1::QUANT_128X128);
-  const v1::GemmOp gemm = kd::client::MakeGemmNT(
-      MakeTensorRef(xq->buffer_id(), v1::DTYPE_E4M3FN, {m, k}), MakeTensorRef(sx->buffer_id(), v1::DTYPE_F32, {m, kb}),
-      MakeTensorRef(wq->buffer_id(), v1::DTYPE_E4M3FN, {n, k}), MakeTensorRef(sw->buffer_id(), v1::DTYPE_F32, {nb, kb}),
-      MakeTensorRef(d->buffer_id(), v1::DTYPE_BF16, {m, n}));
-  const v1::PadOp pad = kd::client::MakePadOp(
-      MakeTensorRef(d->buffer_id(), v1::DTYPE_BF16, {m, n}), MakeTensorRef(ends->buffer_id(), v1::DTYPE_I32, {groups}),
-      MakeTensorRef(p->buffer_id(), v1::DTYPE_BF16, {padded_rows, n}),
-      MakeTensorRef(pends->buffer_id(), v1::DTYPE_I32, {groups}), align);
+  const v1::GemmOp gemm =
+      kd::client::MakeGemmNT(MakeTensorRef(xq->buffer_id(), v1::DTYPE_E4M3FN, {m, k}),
+                             MakeTensorRef(sx->buffer_id(), v1::DTYPE_F32, {m, kb}),
+                             MakeTensorRef(wq->buffer_id(), v1::DTYPE_E4M3FN, {n, k}),
+                             MakeTensorRef(sw->buffer_id(), v1::DTYPE_F32, {nb, kb}),
+                             MakeTensorRef(d->buffer_id(), v1::DTYPE_BF16, {m, n}));
+  const v1::PadOp pad =
+      kd::client::MakePadOp(MakeTensorRef(d->buffer_id(), v1::DTYPE_BF16, {m, n}),
+                            MakeTensorRef(ends->buffer_id(), v1::DTYPE_I32, {groups}),
+                            MakeTensorRef(p->buffer_id(), v1::DTYPE_BF16, {padded_rows, n}),
+                            MakeTensorRef(pends->buffer_id(), v1::DTYPE_I32, {groups}), align);
 
   for (int it = 0; it < absl::GetFlag(FLAGS_iterations); ++it) {
     // Inputs at a magnitude that changes per iteration, with some exact zeros.
@@ -188,7 +195,8 @@ int RunPipelines(Client& client) {
       w->As<uint16_t>()[i] = FloatToBF16Truncate(wf[i]);
     }
     std::vector<int32_t> group_ends(groups);
-    for (int g = 0; g < groups; ++g) group_ends[g] = g + 1 == groups ? m : static_cast<int32_t>(rng() % (m + 1));
+    for (int g = 0; g < groups; ++g)
+      group_ends[g] = g + 1 == groups ? m : static_cast<int32_t>(rng() % (m + 1));
     std::sort(group_ends.begin(), group_ends.end());
     for (int g = 0; g < groups; ++g) ends->As<int32_t>()[g] = group_ends[g];
     std::memset(p->data(), 0xFF, p->size());
@@ -199,7 +207,8 @@ int RunPipelines(Client& client) {
       CHECK_OK(client.Gemm(gemm).status());
       CHECK_OK(client.Pad(pad).status());
     } else {
-      const v1::Op batch[] = {kd::client::AsOp(qx), kd::client::AsOp(qw), kd::client::AsOp(gemm), kd::client::AsOp(pad)};
+      const v1::Op batch[] = {kd::client::AsOp(qx), kd::client::AsOp(qw), kd::client::AsOp(gemm),
+                              kd::client::AsOp(pad)};
       CHECK_OK(client.Submit(batch).status());
     }
 
@@ -209,26 +218,30 @@ int RunPipelines(Client& client) {
     ReferenceQuantize(xf, m, k, 1, ref_q, ref_s);
     for (int64_t i = 0; i < m * k; ++i) {
       if (xq->As<uint8_t>()[i] != ref_q[i]) {
-        Fail(absl::StrCat("iteration ", it, ": xq[", i, "]=", xq->As<uint8_t>()[i], " want ", ref_q[i]));
+        Fail(absl::StrCat("iteration ", it, ": xq[", i, "]=", xq->As<uint8_t>()[i], " want ",
+                          ref_q[i]));
         break;
       }
     }
     for (int64_t i = 0; i < m * kb; ++i) {
       if (sx->As<float>()[i] != ref_s[i]) {
-        Fail(absl::StrCat("iteration ", it, ": sx[", i, "]=", sx->As<float>()[i], " want ", ref_s[i]));
+        Fail(absl::StrCat("iteration ", it, ": sx[", i, "]=", sx->As<float>()[i], " want ",
+                          ref_s[i]));
         break;
       }
     }
     ReferenceQuantize(wf, n, k, 128, ref_q, ref_s);
     for (int64_t i = 0; i < n * k; ++i) {
       if (wq->As<uint8_t>()[i] != ref_q[i]) {
-        Fail(absl::StrCat("iteration ", it, ": wq[", i, "]=", wq->As<uint8_t>()[i], " want ", ref_q[i]));
+        Fail(absl::StrCat("iteration ", it, ": wq[", i, "]=", wq->As<uint8_t>()[i], " want ",
+                          ref_q[i]));
         break;
       }
     }
     for (int64_t i = 0; i < nb * kb; ++i) {
       if (sw->As<float>()[i] != ref_s[i]) {
-        Fail(absl::StrCat("iteration ", it, ": sw[", i, "]=", sw->As<float>()[i], " want ", ref_s[i]));
+        Fail(absl::StrCat("iteration ", it, ": sw[", i, "]=", sw->As<float>()[i], " want ",
+                          ref_s[i]));
         break;
       }
     }
@@ -241,7 +254,8 @@ int RunPipelines(Client& client) {
         double acc = 0;
         for (int64_t c = 0; c < k; ++c) {
           acc += DecodeE4M3FN(xq->As<uint8_t>()[i * k + c]) * sx->As<float>()[i * kb + c / 128] *
-                 DecodeE4M3FN(wq->As<uint8_t>()[j * k + c]) * sw->As<float>()[(j / 128) * kb + c / 128];
+                 DecodeE4M3FN(wq->As<uint8_t>()[j * k + c]) *
+                 sw->As<float>()[(j / 128) * kb + c / 128];
         }
         const double got = BF16ToFloat(d->As<uint16_t>()[i * n + j]);
         err2 += (got - acc) * (got - acc);
@@ -249,7 +263,8 @@ int RunPipelines(Client& client) {
       }
     }
     if (!(std::sqrt(err2) <= 1e-2 * std::sqrt(ref2))) {
-      Fail(absl::StrCat("iteration ", it, ": gemm relative error ", std::sqrt(err2 / std::max(ref2, 1e-300))));
+      Fail(absl::StrCat("iteration ", it, ": gemm relative error ",
+                        std::sqrt(err2 / std::max(ref2, 1e-300))));
     }
 
     // Pad: rows moved to aligned group starts, everything else zero.
@@ -260,7 +275,8 @@ int RunPipelines(Client& client) {
       for (int64_t r = 0; r < size; ++r) source[padded_prev + r] = prev + r;
       padded_prev += (size + align - 1) / align * align;
       if (pends->As<int32_t>()[g] != padded_prev) {
-        Fail(absl::StrCat("iteration ", it, ": padded_group_ends[", g, "]=", pends->As<int32_t>()[g], " want ", padded_prev));
+        Fail(absl::StrCat("iteration ", it, ": padded_group_ends[", g,
+                          "]=", pends->As<int32_t>()[g], " want ", padded_prev));
       }
       prev = group_ends[g];
     }
@@ -269,7 +285,8 @@ int RunPipelines(Client& client) {
       for (int64_t j = 0; j < n; ++j) {
         const uint16_t want = source[r] < 0 ? 0 : d->As<uint16_t>()[source[r] * n + j];
         if (got[j] != want) {
-          Fail(absl::StrCat("iteration ", it, ": pad row ", r, " col ", j, " is ", got[j], " want ", want));
+          Fail(absl::StrCat("iteration ", it, ": pad row ", r, " col ", j, " is ", got[j], " want ",
+                            want));
           r = padded_rows;
           break;
         }

@@ -17,7 +17,6 @@
 #include "tests/kernels/golden_manifest.h"
 #include "tests/kernels/quantize_reference.h"
 
-
 namespace kd {
 namespace {
 

@@ -105,7 +105,8 @@ TEST(OpTensors, ListsThePresentTensorsInFieldOrder) {
   const NamedTensors tensors = OpTensors(op);
   std::vector<std::string> fields;
   for (const NamedTensor& t : tensors) fields.emplace_back(t.field);
-  EXPECT_EQ(fields, (std::vector<std::string>{"input", "output", "scales", "output_t", "scales_t"}));
+  EXPECT_EQ(fields,
+            (std::vector<std::string>{"input", "output", "scales", "output_t", "scales_t"}));
   EXPECT_EQ(tensors[1].tensor, &std::get<QuantizeArgs>(op).output);
 }
 

@@ -21,7 +21,8 @@ constexpr size_t kBytes = 1 << 20;
 // test can shrink the object like another process would.
 struct Mapped {
   Mapped() {
-    const std::string name = "/kd-shm-guard-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    const std::string name =
+        "/kd-shm-guard-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
     fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     EXPECT_GE(fd, 0);
     shm_unlink(name.c_str());

@@ -243,8 +243,7 @@ TEST(AutotuneAdminTest, PinUnpinClearExportImport) {
               grpc::StatusCode::INVALID_ARGUMENT);
     grpc::ClientContext ctx3;
     unpin.set_key("gemm:nt:e4m3fn.e4m3fn>bf16:m1:n1:k128:g1:sm_90:v1:NVIDIA H100");
-    EXPECT_EQ(d.admin().UnpinCache(&ctx3, unpin, &resp).error_code(),
-              grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(d.admin().UnpinCache(&ctx3, unpin, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
   }
 }
 

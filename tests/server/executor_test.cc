@@ -34,10 +34,16 @@ class CheckFailingBackend : public Backend {
   DeviceProperties Properties(int d) const override { return cpu_->Properties(d); }
   MemoryStats Memory(int d) const override { return cpu_->Memory(d); }
   bool Healthy() const override { return true; }
-  absl::StatusOr<std::unique_ptr<Region>> Allocate(int d, uint64_t b) override { return cpu_->Allocate(d, b); }
+  absl::StatusOr<std::unique_ptr<Region>> Allocate(int d, uint64_t b) override {
+    return cpu_->Allocate(d, b);
+  }
   absl::StatusOr<MemoryHandle> Export(const Region& r) override { return cpu_->Export(r); }
-  absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& h) override { return cpu_->Import(h); }
-  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int d) override { return cpu_->CreateStream(d); }
+  absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& h) override {
+    return cpu_->Import(h);
+  }
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int d) override {
+    return cpu_->CreateStream(d);
+  }
   absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int, absl::string_view) override {
     return std::make_unique<NoopEvent>();
   }
@@ -173,9 +179,11 @@ TEST_F(ExecutorTest, SyncBatchRunsThroughTheBackend) {
 // label set (the executor caches it per queue).
 TEST_F(ExecutorTest, KernelTimesGoToTheSeriesOfTheOpsLabels) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(RunPad("s1", false).ok());
-  const std::vector<std::pair<std::string, std::string>> want = {
-      {"op", "pad"}, {"variant", "a16"}, {"dtype", "bf16"}, {"device", "cpu:0"},
-      {"shape_class", "xs"}};
+  const std::vector<std::pair<std::string, std::string>> want = {{"op", "pad"},
+                                                                 {"variant", "a16"},
+                                                                 {"dtype", "bf16"},
+                                                                 {"device", "cpu:0"},
+                                                                 {"shape_class", "xs"}};
   int series = 0;
   uint64_t samples = 0;
   for (const prometheus::MetricFamily& f : metrics_.registry()->Collect()) {
@@ -253,12 +261,13 @@ TEST_F(ExecutorTest, AsyncBatchWaitsBehindARunningBatchAndKeepsOrder) {
 TEST_F(ExecutorTest, SyncBatchOfACallerThatMayBlockRunsOnItOnAnIdleQueue) {
   // A submit ring's thread may wait for a SYNC batch; an RPC callback may not (test above).
   auto sync_thread = std::make_shared<std::thread::id>();
-  SubmitPad("s1", /*async=*/false,
-            [sync_thread](absl::Status s, std::thread::id t) {
-              EXPECT_TRUE(s.ok()) << s;
-              *sync_thread = t;
-            },
-            /*caller_may_block=*/true);
+  SubmitPad(
+      "s1", /*async=*/false,
+      [sync_thread](absl::Status s, std::thread::id t) {
+        EXPECT_TRUE(s.ok()) << s;
+        *sync_thread = t;
+      },
+      /*caller_may_block=*/true);
   EXPECT_EQ(*sync_thread, std::this_thread::get_id()) << "done before Submit returned, inline";
   EXPECT_EQ(padded_ends_[1], 32);
 }

@@ -22,19 +22,23 @@ using golden::ReadFile;
 
 v1::DType WireDType(const std::string& name) {
   static const std::map<std::string, v1::DType> kNames = {
-      {"f32", v1::DTYPE_F32},       {"bf16", v1::DTYPE_BF16},         {"f16", v1::DTYPE_F16},
-      {"u8", v1::DTYPE_U8},         {"e4m3fn", v1::DTYPE_E4M3FN},     {"e4m3fnuz", v1::DTYPE_E4M3FNUZ},
-      {"e5m2", v1::DTYPE_E5M2},     {"i64", v1::DTYPE_I64}};
+      {"f32", v1::DTYPE_F32},   {"bf16", v1::DTYPE_BF16},     {"f16", v1::DTYPE_F16},
+      {"u8", v1::DTYPE_U8},     {"e4m3fn", v1::DTYPE_E4M3FN}, {"e4m3fnuz", v1::DTYPE_E4M3FNUZ},
+      {"e5m2", v1::DTYPE_E5M2}, {"i64", v1::DTYPE_I64}};
   auto it = kNames.find(name);
   return it == kNames.end() ? v1::DTYPE_UNSPECIFIED : it->second;
 }
 
 v1::QuantGranularity WireGranularity(const std::string& name) {
   static const std::map<std::string, v1::QuantGranularity> kNames = {
-      {"1x128", v1::QUANT_1X128},          {"128x1", v1::QUANT_128X1},
-      {"128x128", v1::QUANT_128X128},      {"per_row", v1::QUANT_PER_ROW},
-      {"per_tensor", v1::QUANT_PER_TENSOR}, {"mx1x32", v1::QUANT_MX_1X32},
-      {"jagged_rowwise", v1::QUANT_JAGGED_ROWWISE}, {"jagged_colwise", v1::QUANT_JAGGED_COLWISE}};
+      {"1x128", v1::QUANT_1X128},
+      {"128x1", v1::QUANT_128X1},
+      {"128x128", v1::QUANT_128X128},
+      {"per_row", v1::QUANT_PER_ROW},
+      {"per_tensor", v1::QUANT_PER_TENSOR},
+      {"mx1x32", v1::QUANT_MX_1X32},
+      {"jagged_rowwise", v1::QUANT_JAGGED_ROWWISE},
+      {"jagged_colwise", v1::QUANT_JAGGED_COLWISE}};
   auto it = kNames.find(name);
   return it == kNames.end() ? v1::QUANT_GRANULARITY_UNSPECIFIED : it->second;
 }
@@ -87,7 +91,7 @@ class GoldenRpcTest : public ::testing::Test {
                                 ? v1::SCALE_LAYOUT_K_BLOCK_MAJOR
                                 : v1::SCALE_LAYOUT_ROW_MAJOR);
     out.op.set_mx_rounding(c["mx_rounding"].string == "rceil" ? v1::MX_ROUNDING_RCEIL
-                                                               : v1::MX_ROUNDING_FLOOR);
+                                                              : v1::MX_ROUNDING_FLOOR);
     out.op.set_eps(static_cast<float>(c["eps"].number));
     if (c.Has("group_ends")) {
       const std::vector<int64_t> e = c["group_ends"].AsInts();
@@ -102,10 +106,14 @@ class GoldenRpcTest : public ::testing::Test {
       const uint64_t at = place(bytes);
       std::memset(shm_.as<char>() + at, 0xA5, bytes);  // poison: every byte must be written
       const v1::TensorRef r = ref(at, dtype, desc["shape"].AsInts());
-      if (name == "output") *out.op.mutable_output() = r;
-      else if (name == "scales") *out.op.mutable_scales() = r;
-      else if (name == "output_t") *out.op.mutable_output_t() = r;
-      else if (name == "scales_t") *out.op.mutable_scales_t() = r;
+      if (name == "output")
+        *out.op.mutable_output() = r;
+      else if (name == "scales")
+        *out.op.mutable_scales() = r;
+      else if (name == "output_t")
+        *out.op.mutable_output_t() = r;
+      else if (name == "scales_t")
+        *out.op.mutable_scales_t() = r;
       out.outputs[name] = {at, bytes};
     }
     return out;
@@ -162,7 +170,8 @@ TEST_F(GoldenRpcTest, EveryCaseInOneSubmitMatchesPyTorch) {
     std::memcpy(buffers.back()->as<char>(), shm_.as<char>(), kBufferBytes);
     const uint64_t id = daemon_.Register(session_, *buffers.back());
     v1::QuantizeOp op = laid.back().op;
-    for (v1::TensorRef* r : {op.mutable_input(), op.mutable_output(), op.mutable_scales()}) r->set_buffer_id(id);
+    for (v1::TensorRef* r : {op.mutable_input(), op.mutable_output(), op.mutable_scales()})
+      r->set_buffer_id(id);
     if (op.has_output_t()) op.mutable_output_t()->set_buffer_id(id);
     if (op.has_scales_t()) op.mutable_scales_t()->set_buffer_id(id);
     if (op.has_group_ends()) op.mutable_group_ends()->set_buffer_id(id);

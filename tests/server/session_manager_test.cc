@@ -1,8 +1,8 @@
 // SessionManager against the real CPU backend and real shm objects.
 #include "kerneld/server/session_manager.h"
 
-#include <sys/mman.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <thread>

@@ -98,10 +98,10 @@ class ValidationTest : public ::testing::Test {
   uint64_t buf_ = 0;
 };
 
-#define EXPECT_STATUS(status, code_, text)                                          \
-  do {                                                                              \
-    const grpc::Status s_ = (status);                                              \
-    EXPECT_EQ(s_.error_code(), grpc::StatusCode::code_) << s_.error_message();     \
+#define EXPECT_STATUS(status, code_, text)                                             \
+  do {                                                                                 \
+    const grpc::Status s_ = (status);                                                  \
+    EXPECT_EQ(s_.error_code(), grpc::StatusCode::code_) << s_.error_message();         \
     EXPECT_NE(s_.error_message().find(text), std::string::npos) << s_.error_message(); \
   } while (0)
 
@@ -135,11 +135,13 @@ TEST_F(ValidationTest, ForeignSessionBufferIsNotFound) {
   auto r = GoodQuantize();
   r.set_session_id(other.id);
   const grpc::Status foreign = Call(r);
-  EXPECT_STATUS(foreign, NOT_FOUND, absl::StrCat("input.buffer_id=", buf_, " is not a buffer of this session"));
+  EXPECT_STATUS(foreign, NOT_FOUND,
+                absl::StrCat("input.buffer_id=", buf_, " is not a buffer of this session"));
   r.mutable_op()->mutable_input()->set_buffer_id(buf_ + 1000);
   const grpc::Status unknown = Call(r);
   EXPECT_EQ(unknown.error_code(), foreign.error_code());
-  EXPECT_EQ(unknown.error_message(), absl::StrCat("input.buffer_id=", buf_ + 1000, " is not a buffer of this session"));
+  EXPECT_EQ(unknown.error_message(),
+            absl::StrCat("input.buffer_id=", buf_ + 1000, " is not a buffer of this session"));
   // Still ours.
   EXPECT_TRUE(Call(GoodQuantize()).ok());
 }
@@ -201,7 +203,8 @@ TEST_F(ValidationTest, PaddedRowStrideIsAccepted) {
 TEST_F(ValidationTest, MisalignedOffsetIsInvalid) {
   auto r = GoodQuantize();
   r.mutable_op()->mutable_input()->set_byte_offset(3);
-  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "input.byte_offset=3 is not a multiple of the bf16 element size 2");
+  EXPECT_STATUS(Call(r), INVALID_ARGUMENT,
+                "input.byte_offset=3 is not a multiple of the bf16 element size 2");
 }
 
 TEST_F(ValidationTest, ExtentBeyondBufferIsInvalid) {
@@ -212,7 +215,8 @@ TEST_F(ValidationTest, ExtentBeyondBufferIsInvalid) {
 
 TEST_F(ValidationTest, OverflowingShapeIsInvalid) {
   auto r = GoodQuantize();
-  *r.mutable_op()->mutable_input() = Ref(buf_, v1::DTYPE_BF16, {int64_t{1} << 40, int64_t{1} << 40});
+  *r.mutable_op()->mutable_input() =
+      Ref(buf_, v1::DTYPE_BF16, {int64_t{1} << 40, int64_t{1} << 40});
   EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "has more than 2^63 elements");
 }
 
@@ -238,7 +242,8 @@ TEST_F(ValidationTest, WrongScaleShapeIsInvalid) {
 TEST_F(ValidationTest, NonFp8OutputIsInvalid) {
   auto r = GoodQuantize();
   r.mutable_op()->mutable_output()->set_dtype(v1::DTYPE_BF16);
-  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "output.dtype=bf16 must be one of e4m3fn, e4m3fnuz, e5m2");
+  EXPECT_STATUS(Call(r), INVALID_ARGUMENT,
+                "output.dtype=bf16 must be one of e4m3fn, e4m3fnuz, e5m2");
 }
 
 TEST_F(ValidationTest, UnspecifiedGranularityIsInvalid) {
@@ -274,7 +279,8 @@ TEST_F(ValidationTest, MissingRequiredTensorIsInvalid) {
 TEST_F(ValidationTest, GemmReductionMismatchIsInvalid) {
   auto r = GoodGemm();
   *r.mutable_op()->mutable_b() = Ref(buf_, v1::DTYPE_E4M3FN, {8, 128}, kExtra);
-  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "b.shape[1]=128 must equal a.shape[1]=256 (the reduction)");
+  EXPECT_STATUS(Call(r), INVALID_ARGUMENT,
+                "b.shape[1]=128 must equal a.shape[1]=256 (the reduction)");
 }
 
 TEST_F(ValidationTest, GemmAccumulateIntoBf16IsInvalid) {
@@ -304,7 +310,8 @@ TEST_F(ValidationTest, PadAlignmentNotPowerOfTwoIsInvalid) {
 TEST_F(ValidationTest, PadOutputTooSmallIsInvalid) {
   auto r = GoodPad();
   *r.mutable_op()->mutable_output() = Ref(buf_, v1::DTYPE_BF16, {32, 16}, kOut);
-  EXPECT_STATUS(Call(r), INVALID_ARGUMENT, "output.shape[0]=32 must be >= input rows + groups * (alignment - 1) = 40");
+  EXPECT_STATUS(Call(r), INVALID_ARGUMENT,
+                "output.shape[0]=32 must be >= input rows + groups * (alignment - 1) = 40");
 }
 
 TEST_F(ValidationTest, DecreasingGroupEndsAreInvalid) {
@@ -341,7 +348,8 @@ TEST_F(ValidationTest, BatchOverLimitIsResourceExhausted) {
   v1::SubmitRequest r;
   r.set_session_id(session_.id);
   for (int i = 0; i < 257; ++i) *r.add_ops()->mutable_quantize() = GoodQuantize().op();
-  EXPECT_STATUS(Call(r), RESOURCE_EXHAUSTED, "ops has 257 entries; the limit is --max_batch_ops=256");
+  EXPECT_STATUS(Call(r), RESOURCE_EXHAUSTED,
+                "ops has 257 entries; the limit is --max_batch_ops=256");
 }
 
 TEST_F(ValidationTest, OversizedMessageIsResourceExhausted) {
@@ -410,7 +418,8 @@ TEST_F(ValidationTest, RegisterWithoutSourceIsInvalid) {
   v1::RegisterBufferRequest req;
   req.set_session_id(session_.id);
   v1::RegisterBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT, "source is not set");
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "source is not set");
 }
 
 TEST_F(ValidationTest, RegisterLargerThanShmIsInvalid) {
@@ -420,7 +429,8 @@ TEST_F(ValidationTest, RegisterLargerThanShmIsInvalid) {
   req.set_shm_name(shm_.name());
   req.set_size(kBufferBytes + 1);
   v1::RegisterBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT, "exceeds the real size 1048576");
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "exceeds the real size 1048576");
 }
 
 TEST_F(ValidationTest, RegisterMissingShmIsInvalid) {
@@ -430,7 +440,8 @@ TEST_F(ValidationTest, RegisterMissingShmIsInvalid) {
   req.set_shm_name("/kerneld-test-does-not-exist");
   req.set_size(16);
   v1::RegisterBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT, "cannot be opened");
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "cannot be opened");
 }
 
 TEST_F(ValidationTest, RegisterBadShmNameIsInvalid) {
@@ -440,7 +451,8 @@ TEST_F(ValidationTest, RegisterBadShmNameIsInvalid) {
   req.set_shm_name("../etc/passwd");
   req.set_size(16);
   v1::RegisterBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT, "must be \"/name\"");
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "must be \"/name\"");
 }
 
 TEST_F(ValidationTest, RegisterIpcWithoutGpuBackendIsFailedPrecondition) {
@@ -451,7 +463,8 @@ TEST_F(ValidationTest, RegisterIpcWithoutGpuBackendIsFailedPrecondition) {
   req.mutable_ipc()->set_handle(std::string(64, '\0'));
   req.set_size(16);
   v1::RegisterBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), FAILED_PRECONDITION, "has no cuda backend");
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), FAILED_PRECONDITION,
+                "has no cuda backend");
 }
 
 TEST_F(ValidationTest, AllocateZeroBytesIsInvalid) {
@@ -459,7 +472,8 @@ TEST_F(ValidationTest, AllocateZeroBytesIsInvalid) {
   v1::AllocateBufferRequest req;
   req.set_session_id(session_.id);
   v1::AllocateBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().AllocateBuffer(&ctx, req, &resp), INVALID_ARGUMENT, "size=0 must be > 0");
+  EXPECT_STATUS(daemon_.data().AllocateBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "size=0 must be > 0");
 }
 
 TEST_F(ValidationTest, AllocateUnknownBackendIsInvalid) {
@@ -469,7 +483,8 @@ TEST_F(ValidationTest, AllocateUnknownBackendIsInvalid) {
   req.set_size(16);
   req.set_backend("tpu");
   v1::AllocateBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().AllocateBuffer(&ctx, req, &resp), INVALID_ARGUMENT, "backend=\"tpu\" is not a backend");
+  EXPECT_STATUS(daemon_.data().AllocateBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "backend=\"tpu\" is not a backend");
 }
 
 TEST_F(ValidationTest, AllocateOverSessionQuotaIsResourceExhausted) {
@@ -478,7 +493,8 @@ TEST_F(ValidationTest, AllocateOverSessionQuotaIsResourceExhausted) {
   req.set_session_id(session_.id);
   req.set_size(uint64_t{1} << 40);
   v1::AllocateBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().AllocateBuffer(&ctx, req, &resp), RESOURCE_EXHAUSTED, "--max_session_bytes");
+  EXPECT_STATUS(daemon_.data().AllocateBuffer(&ctx, req, &resp), RESOURCE_EXHAUSTED,
+                "--max_session_bytes");
 }
 
 TEST_F(ValidationTest, ReleaseUnknownBufferIsNotFound) {
@@ -534,7 +550,8 @@ TEST_F(LimitsTest, BuffersOverQuotaAreResourceExhausted) {
   req.set_shm_name(c.name());
   req.set_size(4096);
   v1::RegisterBufferResponse resp;
-  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), RESOURCE_EXHAUSTED, "--max_buffers_per_session");
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), RESOURCE_EXHAUSTED,
+                "--max_buffers_per_session");
 }
 
 TEST_F(LimitsTest, SessionsOverQuotaAreResourceExhausted) {

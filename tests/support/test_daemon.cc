@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
 #include "kerneld/kernels/fp8.h"
 
@@ -64,7 +64,8 @@ TestDaemon::TestDaemon(DaemonOptions overrides, bool customise, bool with_metric
   args.SetMaxSendMessageSize(64 << 20);
   auto data = grpc::CreateCustomChannel("unix:" + options_.data_socket,
                                         grpc::InsecureChannelCredentials(), args);
-  auto admin = grpc::CreateChannel("unix:" + options_.admin_socket, grpc::InsecureChannelCredentials());
+  auto admin =
+      grpc::CreateChannel("unix:" + options_.admin_socket, grpc::InsecureChannelCredentials());
   data_ = v1::DataPlane::NewStub(data);
   admin_ = v1::Admin::NewStub(admin);
   admin_on_data_ = v1::Admin::NewStub(data);
@@ -137,7 +138,8 @@ std::string HttpGet(const std::string& address, const std::string& path) {
 
 double MetricValue(const std::string& exposition, const std::string& series) {
   for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
-    if (absl::StartsWith(line, series) && line.size() > series.size() && line[series.size()] == ' ') {
+    if (absl::StartsWith(line, series) && line.size() > series.size() &&
+        line[series.size()] == ' ') {
       double v = 0;
       if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
     }

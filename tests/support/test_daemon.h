@@ -38,7 +38,9 @@ class ShmObject {
   const std::string& name() const { return name_; }
   size_t size() const { return size_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
 
  private:
   std::string name_;

@@ -80,8 +80,8 @@ absl::StatusOr<CacheFile> ParseCacheFile(absl::string_view bytes);
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
 
 struct TuneCacheOptions {
-  std::string path;             // the cache file; "" keeps the cache in memory only
-  CacheValidators validators;   // this node's
+  std::string path;            // the cache file; "" keeps the cache in memory only
+  CacheValidators validators;  // this node's
   // When set, every entry that is loaded, imported, put or pinned must pass
   // spaces->CheckEntry (a known space, this build's kernel version, a config the kernel parses).
   const ConfigSpaceRegistry* spaces = nullptr;

@@ -37,15 +37,15 @@ namespace kd {
 constexpr int64_t kMinTokenBucket = 128;
 
 struct TuneKey {
-  std::string op;        // "gemm", "quantize", "pad"
-  std::string variant;   // GemmVariantName() for gemm: "nt", "m_grouped_nt"...
-  std::string dtypes;    // inputs '.'-joined, then '>' and the output: "e4m3fn.e4m3fn>bf16"
-  int64_t m = 0;         // rows of the output
-  int64_t n = 0;         // columns of the output
-  int64_t k = 0;         // reduction
-  int64_t groups = 1;    // experts of a grouped GEMM, 1 otherwise
-  std::string arch;      // exact architecture: "sm_90", "gfx942", "x86_64"
-  std::string device;    // DeviceProperties::name
+  std::string op;              // "gemm", "quantize", "pad"
+  std::string variant;         // GemmVariantName() for gemm: "nt", "m_grouped_nt"...
+  std::string dtypes;          // inputs '.'-joined, then '>' and the output: "e4m3fn.e4m3fn>bf16"
+  int64_t m = 0;               // rows of the output
+  int64_t n = 0;               // columns of the output
+  int64_t k = 0;               // reduction
+  int64_t groups = 1;          // experts of a grouped GEMM, 1 otherwise
+  std::string arch;            // exact architecture: "sm_90", "gfx942", "x86_64"
+  std::string device;          // DeviceProperties::name
   int32_t kernel_version = 0;  // ConfigSpace::kernel_version of the space that tuned it
 
   // The canonical string form described above.

@@ -36,13 +36,13 @@ struct TuneProgressEvent {
   // OK, or why this key was not tuned: FAILED_PRECONDITION for a pinned key, the harness
   // factory's or Tune()'s error otherwise.
   absl::Status status;
-  TuneResult result;         // when status is OK
-  double eta_seconds = 0;    // the rest of the batch, at the mean time per key so far
+  TuneResult result;       // when status is OK
+  double eta_seconds = 0;  // the rest of the batch, at the mean time per key so far
 };
 
 struct TuneBatchSummary {
   int tuned = 0;
-  int failed = 0;   // pinned keys included
+  int failed = 0;  // pinned keys included
   bool cancelled = false;
   double elapsed_seconds = 0;
 };
@@ -63,8 +63,7 @@ class BackgroundTuner {
   // count runs; its event has index 0 and total 0. The references must outlive the tuner.
   BackgroundTuner(TuneCache& cache, const ConfigSpaceRegistry& spaces, HarnessFactory make_harness,
                   std::unique_ptr<Timer> timer, TuneOptions options,
-                  std::function<void(const TuneProgressEvent&)> on_tuned,
-                  size_t max_queue = 1024);
+                  std::function<void(const TuneProgressEvent&)> on_tuned, size_t max_queue = 1024);
   // Finishes the key in progress, drops the rest, and joins the worker.
   ~BackgroundTuner();
   BackgroundTuner(const BackgroundTuner&) = delete;

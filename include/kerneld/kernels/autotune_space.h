@@ -67,9 +67,7 @@ class ConfigSpaceRegistry {
   // nullptr when no space is declared for that op, variant and (exact) arch.
   const ConfigSpace* Find(absl::string_view op, absl::string_view variant,
                           absl::string_view arch) const;
-  const ConfigSpace* Find(const TuneKey& key) const {
-    return Find(key.op, key.variant, key.arch);
-  }
+  const ConfigSpace* Find(const TuneKey& key) const { return Find(key.op, key.variant, key.arch); }
 
   // The candidates that apply to `key`, in declared order. NOT_FOUND without a space.
   absl::StatusOr<std::vector<std::string>> Candidates(const TuneKey& key) const;

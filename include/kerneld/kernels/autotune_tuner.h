@@ -84,7 +84,7 @@ class WallTimer : public Timer {
 
 struct TuneOptions {
   int warmup = 2;
-  int repeats = 15;          // at least 3 (a median and a spread need them)
+  int repeats = 15;  // at least 3 (a median and a spread need them)
   double noise_sigmas = 3.0;
   double min_margin = 0.02;  // a challenger must win by at least 2% of the incumbent's median
   bool confirm = true;
@@ -104,17 +104,17 @@ struct Measurement {
 
 struct CandidateResult {
   std::string config;
-  absl::Status status;     // OK, or why it was rejected (failed to run, wrong output)
-  Measurement measured;    // valid when status is OK
+  absl::Status status;   // OK, or why it was rejected (failed to run, wrong output)
+  Measurement measured;  // valid when status is OK
 };
 
 struct TuneResult {
   TuneKey key;
-  std::string config;          // the choice
-  Measurement measured;        // of the choice
-  std::string default_config;  // the heuristic default
+  std::string config;            // the choice
+  Measurement measured;          // of the choice
+  std::string default_config;    // the heuristic default
   Measurement default_measured;  // samples == 0 when the default was rejected
-  std::string incumbent;       // the incumbent the tuner started from ("" = the default)
+  std::string incumbent;         // the incumbent the tuner started from ("" = the default)
   bool replaced_incumbent = false;
   bool budget_exhausted = false;
   std::vector<CandidateResult> candidates;  // in the order measured
@@ -125,8 +125,7 @@ struct TuneResult {
 Measurement Summarize(std::vector<double> samples);
 
 // True when `challenger` beats `incumbent` by more than the noise margin of `options`.
-bool Beats(const Measurement& challenger, const Measurement& incumbent,
-           const TuneOptions& options);
+bool Beats(const Measurement& challenger, const Measurement& incumbent, const TuneOptions& options);
 
 // Tunes `key` as described above. `incumbent` is the config served now ("" when none; a config
 // that fails the key's parse contract is ignored). NOT_FOUND when the key has no space;
@@ -139,8 +138,8 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
 // ---- The CPU backend's harness for GemmCpu (op "gemm", variant "nt").
 
 struct CpuGemmHarnessOptions {
-  int threads = 0;        // 0: one per core
-  uint64_t seed = 1;      // inputs are pseudo-random FP8 from this seed
+  int threads = 0;    // 0: one per core
+  uint64_t seed = 1;  // inputs are pseudo-random FP8 from this seed
   // Input sets are rotated so that together they span at least this many bytes (more than the
   // last-level cache), capped at kMaxCpuInputSets sets.
   uint64_t rotate_bytes = uint64_t{64} << 20;

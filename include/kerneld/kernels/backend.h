@@ -10,10 +10,10 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/tensor.h"
 
@@ -36,9 +36,9 @@ class Region {
 
 // How a client reaches memory the daemon allocated, or names memory it owns.
 struct MemoryHandle {
-  std::string shm_name;     // CPU: POSIX shm object name
-  std::string ipc_handle;   // GPU: the raw IPC memory handle bytes
-  uint64_t offset = 0;      // GPU: tensor offset inside the exporter's allocation
+  std::string shm_name;    // CPU: POSIX shm object name
+  std::string ipc_handle;  // GPU: the raw IPC memory handle bytes
+  uint64_t offset = 0;     // GPU: tensor offset inside the exporter's allocation
   uint64_t size = 0;
   int device = 0;
 };
@@ -97,7 +97,8 @@ class Backend {
   // A stream on `device`. Ops on one stream run in submission order.
   virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) = 0;
   // Opens an IPC event handle a client exported. UNIMPLEMENTED where the backend has none.
-  virtual absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device, absl::string_view handle) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device,
+                                                           absl::string_view handle) = 0;
   // Makes later work on `stream` wait for `event` without blocking the host.
   virtual absl::Status StreamWaitEvent(Stream& stream, Event& event) = 0;
   virtual absl::Status RecordEvent(Stream& stream, Event& event) = 0;

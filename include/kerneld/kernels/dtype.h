@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace kd {

@@ -64,8 +64,8 @@ std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 // persistent CTAs are estimated to take less time, the 128x192 tile in clusters of 2 with 8
 // waves of clusters or more for NT and for M-grouped with at least 4096 rows per group on
 // average, and for NT with K <= 1536 the 192x128 tile in clusters of 2 instead of 128x192.
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups,
-                               int sm_count, bool nt, int64_t m_groups);
+GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups, int sm_count,
+                               bool nt, int64_t m_groups);
 
 }  // namespace kd
 

@@ -6,13 +6,13 @@
 #define KERNELD_KERNELS_OPS_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "kerneld/kernels/tensor.h"
 
 namespace kd {

@@ -5,10 +5,10 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kerneld/kernels/backend.h"
 
 namespace kd {
@@ -16,8 +16,8 @@ namespace kd {
 struct RegistryOptions {
   // "auto" (a GPU backend when one is found, else CPU), "cpu", "cuda", "hip".
   std::string preferred = "auto";
-  int cpu_threads = 0;                  // 0: one per core
-  uint64_t device_pool_cap_bytes = 0;   // 0: no cap beyond the device
+  int cpu_threads = 0;                 // 0: one per core
+  uint64_t device_pool_cap_bytes = 0;  // 0: no cap beyond the device
 };
 
 class BackendRegistry {
@@ -27,7 +27,8 @@ class BackendRegistry {
   static absl::StatusOr<std::unique_ptr<BackendRegistry>> Create(const RegistryOptions& options);
   // A registry of exactly `backends` (the first is the default), for embedding kerneld's server
   // with backends of one's own and for fault-injection tests.
-  static std::unique_ptr<BackendRegistry> FromBackends(std::vector<std::unique_ptr<Backend>> backends);
+  static std::unique_ptr<BackendRegistry> FromBackends(
+      std::vector<std::unique_ptr<Backend>> backends);
 
   // The backend new buffers go to when a request names none.
   Backend* Default() const { return default_; }

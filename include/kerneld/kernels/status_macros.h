@@ -3,21 +3,21 @@
 #ifndef KERNELD_KERNELS_STATUS_MACROS_H_
 #define KERNELD_KERNELS_STATUS_MACROS_H_
 
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define KD_CONCAT_INNER_(a, b) a##b
 #define KD_CONCAT_(a, b) KD_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define KD_RETURN_IF_ERROR(expr)                   \
-  do {                                             \
-    ::absl::Status kd_status_ = (expr);            \
-    if (!kd_status_.ok()) return kd_status_;       \
+#define KD_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status kd_status_ = (expr);      \
+    if (!kd_status_.ok()) return kd_status_; \
   } while (0)
 
 // `lhs` = value of `rexpr` (an absl::StatusOr<T>), or returns its status.

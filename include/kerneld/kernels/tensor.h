@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kerneld/kernels/dtype.h"
 
 namespace kd {
@@ -56,7 +56,9 @@ struct Tensor {
   // Shape as "(8192, 4096)" for messages.
   std::string ShapeString() const;
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 // Checks `desc` against a buffer of `buffer_size` bytes starting at `base` and returns the bound

@@ -42,7 +42,7 @@ struct TuneJob {
   std::string backend;  // "" = the daemon's default backend
   int device = 0;
   std::vector<GemmTuneShape> shapes;
-  bool from_misses = false;  // also tune every miss the cache recorded
+  bool from_misses = false;   // also tune every miss the cache recorded
   double budget_seconds = 0;  // per shape; 0 = AutotuneOptions::tune's
 };
 

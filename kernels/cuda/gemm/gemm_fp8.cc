@@ -54,8 +54,7 @@ EncodeTiledFn EncodeTiled() {
 // A K-major FP8 operand as a TMA map: dims innermost first (K, rows[, groups]), boxes of
 // 128 K-bytes x `box_rows` rows with 128-byte swizzle (what the wgmma descriptors expect).
 // Out-of-bounds rows and columns read as zero.
-absl::StatusOr<CUtensorMap> MakeOperandMap(const Tensor& t, absl::string_view field,
-                                           int box_rows) {
+absl::StatusOr<CUtensorMap> MakeOperandMap(const Tensor& t, absl::string_view field, int box_rows) {
   const EncodeTiledFn encode = EncodeTiled();
   if (encode == nullptr) {
     return absl::InternalError("cuTensorMapEncodeTiled is not available from the CUDA driver");
@@ -69,9 +68,8 @@ absl::StatusOr<CUtensorMap> MakeOperandMap(const Tensor& t, absl::string_view fi
   for (int i = 0; i + 1 < rank; ++i) strides[i] = static_cast<cuuint64_t>(t.strides[rank - 2 - i]);
   CUtensorMap map;
   const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, t.data, dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return Invalid(field, ": cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
                    ") for shape ", t.ShapeString());
@@ -106,8 +104,7 @@ bool MakeScaleMap(const Tensor& t, int box_rows, CUtensorMap* map) {
   }
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, t.data, dims, strides, box,
                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Whether TMA can write D: bf16 (rows, N) with its base and row stride multiples of 16 bytes.
@@ -179,9 +176,9 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {
   if (args.a.dtype != DType::kE4M3FN || args.b.dtype != DType::kE4M3FN) {
-    return absl::UnimplementedError(absl::StrCat("the cuda gemm takes e4m3fn operands, not a=",
-                                                 DTypeName(args.a.dtype), " b=",
-                                                 DTypeName(args.b.dtype)));
+    return absl::UnimplementedError(
+        absl::StrCat("the cuda gemm takes e4m3fn operands, not a=", DTypeName(args.a.dtype),
+                     " b=", DTypeName(args.b.dtype)));
   }
   return absl::OkStatus();
 }
@@ -211,8 +208,7 @@ bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config) {
 }
 
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
-  const GemmArgs nt =
-      args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
+  const GemmArgs nt = args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
   const bool dense_nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
   return dense_nt && config.cluster == 2 && CheckGemmConfig(config).ok() &&
          cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) &&
@@ -229,8 +225,8 @@ uint64_t NnScalesOffset(const GemmArgs& args) {
 
 // Where the NT kernel's split-tail workspace starts in NN's scratch: after bᵀ's scales.
 uint64_t NnSplitOffset(const GemmArgs& args) {
-  const uint64_t scale_cells =
-      static_cast<uint64_t>(CeilDiv(args.b.shape[1], kQuantBlock)) * (args.b.shape[0] / kQuantBlock);
+  const uint64_t scale_cells = static_cast<uint64_t>(CeilDiv(args.b.shape[1], kQuantBlock)) *
+                               (args.b.shape[0] / kQuantBlock);
   return (NnScalesOffset(args) + scale_cells * sizeof(float) + 255) / 256 * 256;
 }
 
@@ -258,8 +254,9 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   KD_RETURN_IF_ERROR(CheckGemmConfig(config));
   KD_RETURN_IF_ERROR(CheckTmaOperand(args.a, "a"));
   if (reinterpret_cast<uintptr_t>(args.b.data) % 16 != 0) {
-    return Invalid("b starts at an address that is not a multiple of 16 bytes (nn: the "
-                   "transpose of b reads 16-byte chunks)");
+    return Invalid(
+        "b starts at an address that is not a multiple of 16 bytes (nn: the "
+        "transpose of b reads 16-byte chunks)");
   }
   if (args.b.strides[0] % 16 != 0) {
     return Invalid("b.strides[0]=", args.b.strides[0],
@@ -272,9 +269,8 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
     const cudaError_t err = cudaMallocAsync(&owned, GemmFp8ScratchBytes(args), stream);
     if (err != cudaSuccess) {
       cudaGetLastError();
-      const std::string what = absl::StrCat("gemm nn: scratch for bᵀ (",
-                                            GemmFp8ScratchBytes(args), " bytes): ",
-                                            cudaGetErrorString(err));
+      const std::string what = absl::StrCat("gemm nn: scratch for bᵀ (", GemmFp8ScratchBytes(args),
+                                            " bytes): ", cudaGetErrorString(err));
       if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(what);
       return absl::InternalError(what);
     }
@@ -294,11 +290,10 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   // The NT kernel splits its tail only in a caller's scratch (as for NT itself).
   void* split = owned == nullptr ? static_cast<char*>(scratch) + NnSplitOffset(args) : nullptr;
   const cudaError_t err = cuda_gemm::LaunchTransposeFp8(t, stream);
-  absl::Status status =
-      err == cudaSuccess
-          ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream, split)
-          : absl::InternalError(absl::StrCat("gemm nn: transpose of b launch: ",
-                                             cudaGetErrorString(err)));
+  absl::Status status = err == cudaSuccess
+                            ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream, split)
+                            : absl::InternalError(absl::StrCat("gemm nn: transpose of b launch: ",
+                                                               cudaGetErrorString(err)));
   if (owned != nullptr) cudaFreeAsync(owned, stream);
   return status;
 }
@@ -401,8 +396,8 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
     p.num_groups = static_cast<int>(args.group_ends.shape[0]);
   }
   const int vec = 16 / esize;  // elements per 16-byte store
-  p.d_vec_aligned = reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && p.d_row % vec == 0 &&
-                    p.d_group % vec == 0;
+  p.d_vec_aligned =
+      reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && p.d_row % vec == 0 && p.d_group % vec == 0;
 
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", config.block_m));
   // Clusters pair M-adjacent tiles of a dense problem or of one M group (sharing its expert's B

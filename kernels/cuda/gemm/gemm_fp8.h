@@ -49,20 +49,20 @@ GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales);
 // 256-byte aligned, that nothing else uses until this work has run on `stream` (stream order
 // suffices); when null and scratch is needed, it is taken with cudaMallocAsync on `stream` and
 // freed the same way (no host synchronisation either way, but on an H100 it made an
-// 8192x7168x2048 NN 441 µs instead of 365: long-lived callers pass scratch, as the backend does). For NN, `config` is the config of
-// the NT problem it runs as (NnAsNtArgs).
-// Split tail (NT, TN, NN; only with the caller's scratch, else the kernel runs unsplit): when the
-// last wave of tiles would leave at least half of the persistent CTAs idle, its tiles are split
-// along K into slices that fill that wave; each tile's owner slice adds the other slices' fp32
-// partials (through the scratch, slice 0 first) to its own. The split is a fixed function of
-// shape, config and the device's CTA count, so results are the same bits on every run; against
-// the unsplit kernel only the fp32 summation order of those tiles differs (an ulp of fp32 per
-// element at most for each extra addition, inside the budget of gemm_cuda_test.cc). The owner
-// spins on the others' flags: the kernel needs all its CTAs resident at once (one per SM),
-// as any persistent kernel that is not sharing the GPU has. Returns INVALID_ARGUMENT for alignment this kernel
-// cannot take, UNIMPLEMENTED for variants or dtypes it does not run, RESOURCE_EXHAUSTED when
-// the scratch cannot be had, INTERNAL for a CUDA error at launch (the kernel's own faults
-// surface at the next synchronisation).
+// 8192x7168x2048 NN 441 µs instead of 365: long-lived callers pass scratch, as the backend does).
+// For NN, `config` is the config of the NT problem it runs as (NnAsNtArgs). Split tail (NT, TN, NN;
+// only with the caller's scratch, else the kernel runs unsplit): when the last wave of tiles would
+// leave at least half of the persistent CTAs idle, its tiles are split along K into slices that
+// fill that wave; each tile's owner slice adds the other slices' fp32 partials (through the
+// scratch, slice 0 first) to its own. The split is a fixed function of shape, config and the
+// device's CTA count, so results are the same bits on every run; against the unsplit kernel only
+// the fp32 summation order of those tiles differs (an ulp of fp32 per element at most for each
+// extra addition, inside the budget of gemm_cuda_test.cc). The owner spins on the others' flags:
+// the kernel needs all its CTAs resident at once (one per SM), as any persistent kernel that is not
+// sharing the GPU has. Returns INVALID_ARGUMENT for alignment this kernel cannot take,
+// UNIMPLEMENTED for variants or dtypes it does not run, RESOURCE_EXHAUSTED when the scratch cannot
+// be had, INTERNAL for a CUDA error at launch (the kernel's own faults surface at the next
+// synchronisation).
 absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream,
                            void* scratch = nullptr);
 

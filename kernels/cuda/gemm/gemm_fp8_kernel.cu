@@ -100,8 +100,8 @@ __device__ __forceinline__ void BarrierArriveExpectTx(uint64_t* bar, uint32_t by
                : "memory");
 }
 
-__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar,
-                                          int c0, int c1) {
+__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0,
+                                          int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(SmemAddr(dst)),
@@ -109,8 +109,8 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uin
       : "memory");
 }
 
-__device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, uint64_t* bar,
-                                          int c0, int c1, int c2) {
+__device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0,
+                                          int c1, int c2) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(SmemAddr(dst)),
@@ -120,8 +120,8 @@ __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, uin
 
 // The B half this CTA loads lands in every CTA of the cluster (`mask`), completing on the
 // barrier at the same shared-memory offset in each.
-__device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const CUtensorMap* map,
-                                                   uint64_t* bar, int c0, int c1, uint16_t mask) {
+__device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const CUtensorMap* map, uint64_t* bar,
+                                                   int c0, int c1, uint16_t mask) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(SmemAddr(dst)),
@@ -129,14 +129,12 @@ __device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const CUtensorMap*
       : "memory");
 }
 
-__device__ __forceinline__ void TmaLoad3dMulticast(void* dst, const CUtensorMap* map,
-                                                   uint64_t* bar, int c0, int c1, int c2,
-                                                   uint16_t mask) {
+__device__ __forceinline__ void TmaLoad3dMulticast(void* dst, const CUtensorMap* map, uint64_t* bar,
+                                                   int c0, int c1, int c2, uint16_t mask) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(SmemAddr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar)),
-      "h"(mask)
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar)), "h"(mask)
       : "memory");
 }
 
@@ -202,8 +200,8 @@ __device__ __forceinline__ uint32_t ClusterRank() {
 }
 
 __device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" :::
-                   "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
 }
 
 // 4-byte asynchronous copy; `valid` false writes zero without reading `src`.
@@ -281,10 +279,10 @@ __device__ __forceinline__ uint64_t SmemDesc(uint32_t lo) {
 // ---- Tile order -----------------------------------------------------------------------------
 
 struct Tile {
-  int m0 = 0;        // first row of A (global row; M-grouped: from the group's first row; a
-                     // cluster's last tile may start at or past row_end, and then stores nothing)
-  int n0 = 0;        // first output column
-  int row_end = 0;   // rows at or past this are not stored
+  int m0 = 0;       // first row of A (global row; M-grouped: from the group's first row; a
+                    // cluster's last tile may start at or past row_end, and then stores nothing)
+  int n0 = 0;       // first output column
+  int row_end = 0;  // rows at or past this are not stored
   int group = 0;
   int kb_begin = 0;  // K blocks [kb_begin, kb_end)
   int kb_end = 0;
@@ -355,9 +353,13 @@ struct Scheduler {
       : p(params), groups(table), rank(cta_rank) {
     num_n = (p.n + kBlockN - 1) / kBlockN;
     num_m = (p.m + kBlockM - 1) / kBlockM;
-    if (p.mode == KernelMode::kMGrouped) total = groups.tile_start[p.num_groups];
-    else if (p.mode == KernelMode::kKGrouped) total = p.num_groups * num_m * num_n;
-    else total = p.split_first + ((num_m + kCluster - 1) / kCluster * num_n - p.split_first) * p.split_k;
+    if (p.mode == KernelMode::kMGrouped)
+      total = groups.tile_start[p.num_groups];
+    else if (p.mode == KernelMode::kKGrouped)
+      total = p.num_groups * num_m * num_n;
+    else
+      total =
+          p.split_first + ((num_m + kCluster - 1) / kCluster * num_n - p.split_first) * p.split_k;
   }
 
   __device__ Tile Get(int t) const {
@@ -367,8 +369,10 @@ struct Scheduler {
       int lo = 0, hi = p.num_groups - 1;  // the last g with tile_start[g] <= t
       while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (groups.tile_start[mid] <= t) lo = mid;
-        else hi = mid - 1;
+        if (groups.tile_start[mid] <= t)
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       const int g = lo;
       const int rows = groups.begin[g + 1] - groups.begin[g];
@@ -523,8 +527,8 @@ constexpr int kBf16SliceCols = kBlockN < 64 ? kBlockN : 64;
 // 64 x kBlockN accumulator to the bf16 buffer at shared address `buf` (rows of 128 bytes, chunks
 // swizzled by EpiSwizzle); `frag_row` is the thread's first fragment row (and frag_row + 8).
 template <int kBlockN>
-__device__ __forceinline__ void WriteBf16Slice(const float (&acc)[kBlockN / 2], int q,
-                                               uint32_t buf, int frag_row, int lane) {
+__device__ __forceinline__ void WriteBf16Slice(const float (&acc)[kBlockN / 2], int q, uint32_t buf,
+                                               int frag_row, int lane) {
 #pragma unroll
   for (int jj = 0; jj < kBf16SliceCols<kBlockN> / 8; ++jj) {
     const int j = 8 * q + jj;
@@ -609,8 +613,7 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
         const int r = read_row + 16 * i;
         const int row = row0 + r;
         uint4 v;
-        const uint32_t addr =
-            buf_addr + r * kEpiRowBytes + (read_chunk ^ EpiSwizzle(r, true)) * 16;
+        const uint32_t addr = buf_addr + r * kEpiRowBytes + (read_chunk ^ EpiSwizzle(r, true)) * 16;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                      : "r"(addr)
@@ -650,8 +653,8 @@ __device__ __forceinline__ void StoreTile(const KernelParams& p, const Tile& til
 
 // Writes zeros over this warpgroup's 64 rows of the tile (a tile with no K block).
 template <int kBlockN>
-__device__ __forceinline__ void StoreZeroTile(const KernelParams& p, const Tile& tile,
-                                              int consumer, int tid) {
+__device__ __forceinline__ void StoreZeroTile(const KernelParams& p, const Tile& tile, int consumer,
+                                              int tid) {
   char* d_base = static_cast<char*>(p.d);
   if (p.mode == KernelMode::kKGrouped) d_base += tile.group * p.d_group * (p.d_f32 ? 4 : 2);
   const int per_chunk = p.d_f32 ? 4 : 8;  // columns per 16 bytes
@@ -1016,7 +1019,6 @@ __device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, uint32_t rank) 
   }
 }
 
-
 // The consumer warpgroups' loop. The warpgroup walks the K blocks of all its tiles as one
 // sequence. Two partial sums alternate: block g+1's wgmmas are issued into one before the
 // warpgroup waits (wait_group 1) for block g's in the other and promotes it, so the tensor core
@@ -1094,7 +1096,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
   int done_stage = 0;
   int done_tile = first_work - work_stride;
-  int done_left = 0;  // blocks of done_tile not yet promoted
+  int done_left = 0;      // blocks of done_tile not yet promoted
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
   // One scheduler lookup per tile (each is three divisions; bench/RESULTS.md, session 9).
   Tile done_info;  // done_tile's Tile, for its epilogue (found once per tile)
@@ -1351,7 +1353,7 @@ __device__ __forceinline__ void ConsumerLoopSimple(
       if (b > 0) tr.Next();  // a tile's last block keeps its record for the epilogue's marks
       tr.Mark(0);
       const int cur = stage;
-      int slot = cur;  // cp.async scales sit in the block's stage
+      int slot = cur;            // cp.async scales sit in the block's stage
       if constexpr (kRow > 1) {  // TMA-scale: in scale slots, stepped as the producer does
         NextScaleSlot<kStages>(scale_slot, col / 4, b == 0);
         slot = scale_slot;
@@ -1405,8 +1407,8 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
   using R = Roles<kBlockM>;
   constexpr int kTileABytes = L::kTileABytes;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   uint8_t* tiles_a = smem + L::kA;
   uint8_t* tiles_b = smem + L::kB;
   float* scales_a = reinterpret_cast<float*>(smem + L::kScaleA);
@@ -1647,15 +1649,14 @@ int ResidentCtas(cudaError_t& err) {
   int resident = device < kMaxDevices ? cached[device].load(std::memory_order_acquire) : 0;
   if (resident > 0) return resident;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>::kBytes);
+                             SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>::kBytes);
   if (err != cudaSuccess) return 0;
   int sms = 0;
   err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return 0;
   cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t config =
-      LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(sms / kCluster * kCluster,
-                                                                    &cluster, 0);
+  const cudaLaunchConfig_t config = LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(
+      sms / kCluster * kCluster, &cluster, 0);
   int clusters = 0;
   err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
   if (err != cudaSuccess) return 0;
@@ -1687,14 +1688,13 @@ template <int kBlockM, int kBlockN, int kCluster>
 cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* workspace,
                           uint64_t workspace_bytes, cudaStream_t stream) {
   if (workspace == nullptr || p.mode != KernelMode::kDense) return cudaSuccess;
-  const int items = (p.m + kBlockM * kCluster - 1) / (kBlockM * kCluster) *
-                    ((p.n + kBlockN - 1) / kBlockN);
+  const int items =
+      (p.m + kBlockM * kCluster - 1) / (kBlockM * kCluster) * ((p.n + kBlockN - 1) / kBlockN);
   const int clusters = std::max(1, std::min(num_ctas, resident) / kCluster);
   const int tail = items % clusters;
   if (tail == 0 && items >= clusters) return cudaSuccess;
   const int tail_items = items < clusters ? items : tail;
-  const int slices =
-      std::min({clusters / tail_items, kMaxSlices, p.k / kBlockK / kMinSliceBlocks});
+  const int slices = std::min({clusters / tail_items, kMaxSlices, p.k / kBlockK / kMinSliceBlocks});
   if (slices < 2) return cudaSuccess;
   int sm_count = 0, device = 0;
   cudaError_t err = cudaGetDevice(&device);
@@ -1786,20 +1786,20 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
 // instantiation of the tile, TmaScales; clusters of 2 only: unclustered, TMA scale loads made
 // 128x192 7-10% slower on an H100, bench/RESULTS.md).
 #define KD_GEMM_INSTANCES(X) \
-  X(128, 128, 4, 1, 1)         \
-  X(128, 128, 5, 1, 1)         \
-  X(128, 128, 6, 1, 1)         \
-  X(128, 128, 5, 2, 1)         \
-  X(128, 128, 6, 2, 1)         \
-  X(128, 192, 4, 1, 1)         \
-  X(128, 192, 4, 2, 1)         \
-  X(128, 192, 4, 2, 4)         \
-  X(128, 64, 6, 1, 1)          \
-  X(128, 64, 8, 1, 1)          \
-  X(128, 64, 8, 2, 1)          \
-  X(64, 64, 8, 1, 1)           \
-  X(64, 32, 16, 1, 1)          \
-  X(192, 128, 4, 1, 1)         \
+  X(128, 128, 4, 1, 1)       \
+  X(128, 128, 5, 1, 1)       \
+  X(128, 128, 6, 1, 1)       \
+  X(128, 128, 5, 2, 1)       \
+  X(128, 128, 6, 2, 1)       \
+  X(128, 192, 4, 1, 1)       \
+  X(128, 192, 4, 2, 1)       \
+  X(128, 192, 4, 2, 4)       \
+  X(128, 64, 6, 1, 1)        \
+  X(128, 64, 8, 1, 1)        \
+  X(128, 64, 8, 2, 1)        \
+  X(64, 64, 8, 1, 1)         \
+  X(64, 32, 16, 1, 1)        \
+  X(192, 128, 4, 1, 1)       \
   X(192, 128, 4, 2, 1)
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
@@ -1812,9 +1812,8 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
   if (params.mode == KernelMode::kKGrouped && cluster != 1) return cudaErrorInvalidValue;
   // TMA scale loads: dense problems with 128x128 B scales, on a tile built for them, in
   // clusters of 2.
-  if (params.scale_tma &&
-      (params.mode != KernelMode::kDense || params.b_scale_per_row || cluster != 2 ||
-       !TmaScales(block_m, block_n, stages))) {
+  if (params.scale_tma && (params.mode != KernelMode::kDense || params.b_scale_per_row ||
+                           cluster != 2 || !TmaScales(block_m, block_n, stages))) {
     return cudaErrorInvalidValue;
   }
   // TMA stores: dense and M-grouped problems with bf16 output written, not accumulated.

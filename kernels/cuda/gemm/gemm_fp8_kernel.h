@@ -55,7 +55,7 @@ struct KernelParams {
   int d_f32 = 0;
   int accumulate = 0;
   int d_vec_aligned = 0;  // every row (and group) of D starts 16-byte aligned: 16-byte stores
-  int raster_group = 8;     // M tiles per band in the tile order (L2 reuse)
+  int raster_group = 8;   // M tiles per band in the tile order (L2 reuse)
   // Split tail (dense mode; set by LaunchGemmFp8Kernel, not by the caller): work items at or
   // past `split_first` are K slices of the last, part-full wave's tiles, `split_k` per tile.
   // Slices 0..split_k-2 write their fp32 partial sums to `split_partials` and count on the

@@ -14,10 +14,10 @@ namespace kd {
 namespace cuda_gemm {
 namespace {
 
-constexpr int kTile = 128;                  // bytes per tile side
+constexpr int kTile = 128;  // bytes per tile side
 constexpr int kThreads = 256;
-constexpr int kChunks = kTile / 16;         // 16-byte chunks per tile row
-constexpr int kWords = kTile / 4;           // 32-bit words per tile row
+constexpr int kChunks = kTile / 16;                          // 16-byte chunks per tile row
+constexpr int kWords = kTile / 4;                            // 32-bit words per tile row
 constexpr int kRowsPerThread = kTile / (kThreads / kWords);  // 16 source rows per thread
 
 // Word column `w` of tile row `r` in the swizzled tile.
@@ -63,8 +63,10 @@ __global__ void __launch_bounds__(kThreads) TransposeFp8Kernel(const TransposeFp
       uint64_t lo = 0, hi = 0;
       for (int b = 0; b < cols_here - c * 16; ++b) {
         const uint64_t byte = src[b];
-        if (b < 8) lo |= byte << (8 * b);
-        else hi |= byte << (8 * (b - 8));
+        if (b < 8)
+          lo |= byte << (8 * b);
+        else
+          hi |= byte << (8 * (b - 8));
       }
       v = make_uint4(static_cast<uint32_t>(lo), static_cast<uint32_t>(lo >> 32),
                      static_cast<uint32_t>(hi), static_cast<uint32_t>(hi >> 32));
@@ -99,8 +101,8 @@ __global__ void __launch_bounds__(kThreads) TransposeFp8Kernel(const TransposeFp
 
 cudaError_t LaunchTransposeFp8(const TransposeFp8Params& p, cudaStream_t stream) {
   const bool scales_ok = (p.src_scales == nullptr) == (p.dst_scales == nullptr);
-  if (p.src == nullptr || p.dst == nullptr || p.rows <= 0 || p.cols <= 0 ||
-      p.rows % kTile != 0 || p.src_stride < p.cols || p.src_stride % 16 != 0 ||
+  if (p.src == nullptr || p.dst == nullptr || p.rows <= 0 || p.cols <= 0 || p.rows % kTile != 0 ||
+      p.src_stride < p.cols || p.src_stride % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.src) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.dst) % 16 != 0 || !scales_ok) {
     return cudaErrorInvalidValue;

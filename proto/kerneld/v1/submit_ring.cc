@@ -15,11 +15,13 @@ namespace submit_ring {
 
 absl::Status CheckGeometry(uint32_t slots, uint32_t slot_bytes) {
   if (slots < 1 || slots > kMaxSlots) {
-    return absl::InvalidArgumentError(absl::StrCat("slots=", slots, " must be in [1, ", kMaxSlots, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slots=", slots, " must be in [1, ", kMaxSlots, "]"));
   }
   if (slot_bytes < kMinSlotBytes || slot_bytes > kMaxSlotBytes || slot_bytes % 64 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("slot_bytes=", slot_bytes, " must be a multiple of 64 in [",
-                                                   kMinSlotBytes, ", ", kMaxSlotBytes, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("slot_bytes=", slot_bytes,
+                                                   " must be a multiple of 64 in [", kMinSlotBytes,
+                                                   ", ", kMaxSlotBytes, "]"));
   }
   return absl::OkStatus();
 }

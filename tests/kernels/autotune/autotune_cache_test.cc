@@ -436,10 +436,18 @@ TEST(TuneCacheTest, ConcurrentLookupsPutsAndPinsAreSafe) {
       for (int i = 0; i < 2000; ++i) {
         const int m = 1 + (i * 7 + t) % 97;
         switch ((i + t) % 4) {
-          case 0: (void)cache.Put(Entry(m, "tn32")); break;
-          case 1: (void)cache.Pin(Key(m), "tn16"); break;
-          case 2: (void)cache.Unpin(Key(m)); break;
-          default: cache.Lookup(Key(m)); break;
+          case 0:
+            (void)cache.Put(Entry(m, "tn32"));
+            break;
+          case 1:
+            (void)cache.Pin(Key(m), "tn16");
+            break;
+          case 2:
+            (void)cache.Unpin(Key(m));
+            break;
+          default:
+            cache.Lookup(Key(m));
+            break;
         }
       }
     });

@@ -112,14 +112,14 @@ TEST(AutotuneCrashTest, KillNineDuringWritesNeverLeavesATornFile) {
       ASSERT_EQ(static_cast<int>(entries.size()), crash_test::EntryCount(loaded)) << "kill " << i;
     }
     ASSERT_EQ(allowed.count(loaded), 1u)
-        << "kill " << i << ": loaded generation " << loaded << ", writer began "
-        << run.last_begun << " and finished " << run.last_ended << ", before it " << on_disk;
+        << "kill " << i << ": loaded generation " << loaded << ", writer began " << run.last_begun
+        << " and finished " << run.last_ended << ", before it " << on_disk;
     on_disk = loaded;
     generations_seen.insert(loaded);
   }
   RecordProperty("killed_mid_write", killed_mid_write);
-  std::printf("%d of %d kills landed between the start and the end of a save\n",
-              killed_mid_write, kills);
+  std::printf("%d of %d kills landed between the start and the end of a save\n", killed_mid_write,
+              kills);
   // The delays span several saves, so about half the kills land inside one; a dozen is enough
   // for the test to mean something.
   EXPECT_GE(killed_mid_write, kMinMidWrite);

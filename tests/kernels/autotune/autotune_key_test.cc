@@ -15,16 +15,17 @@ DeviceProperties H100() {
 TEST(TuneKeyTest, CanonicalStringNamesEveryField) {
   const TuneKey key = MakeGemmTuneKey(GemmVariant::kNT, DType::kE4M3FN, DType::kBF16, 4096, 7168,
                                       2048, 1, H100(), 3);
-  EXPECT_EQ(key.ToString(), "gemm:nt:e4m3fn.e4m3fn>bf16:m4096:n7168:k2048:g1:sm_90:v3:"
-                            "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(key.ToString(),
+            "gemm:nt:e4m3fn.e4m3fn>bf16:m4096:n7168:k2048:g1:sm_90:v3:"
+            "NVIDIA H100 80GB HBM3");
 }
 
 TEST(TuneKeyTest, ParseRoundTripsAndEscapesSeparatorsInDeviceName) {
   DeviceProperties odd;
   odd.name = "Weird:GPU 100%\tx";
   odd.arch = "gfx942";
-  const TuneKey key = MakeGemmTuneKey(GemmVariant::kNN, DType::kE4M3FNUZ, DType::kF32, 100, 200,
-                                      384, 1, odd, 1);
+  const TuneKey key =
+      MakeGemmTuneKey(GemmVariant::kNN, DType::kE4M3FNUZ, DType::kF32, 100, 200, 384, 1, odd, 1);
   const std::string text = key.ToString();
   EXPECT_EQ(text.find('\t'), std::string::npos);
   EXPECT_NE(text.find("Weird%3AGPU 100%25%09x"), std::string::npos) << text;
@@ -84,8 +85,8 @@ TEST(TuneKeyTest, KGroupedBucketsTheReduction) {
 }
 
 TEST(TuneKeyTest, DenseShapesStayExact) {
-  const TuneKey key = MakeGemmTuneKey(GemmVariant::kNT, DType::kE4M3FN, DType::kBF16, 4097, 100,
-                                      384, 1, H100(), 1);
+  const TuneKey key =
+      MakeGemmTuneKey(GemmVariant::kNT, DType::kE4M3FN, DType::kBF16, 4097, 100, 384, 1, H100(), 1);
   EXPECT_EQ(key.m, 4097);
   EXPECT_EQ(key.n, 100);
   EXPECT_TRUE(IsClassed(key));
@@ -105,11 +106,11 @@ TEST(TuneKeyTest, KeyFromGemmArgsReadsDimsPerVariant) {
   g.b.shape[0] = 768, g.b.shape[1] = 1024;  // N, K
   absl::StatusOr<TuneKey> key = GemmTuneKeyFromArgs(g, H100(), 2);
   ASSERT_TRUE(key.ok()) << key.status();
-  EXPECT_EQ(key->ToString(), "gemm:nt:e5m2.e5m2>f32:m512:n768:k1024:g1:sm_90:v2:"
-                             "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(key->ToString(),
+            "gemm:nt:e5m2.e5m2>f32:m512:n768:k1024:g1:sm_90:v2:"
+            "NVIDIA H100 80GB HBM3");
   g.variant = GemmVariant::kInvalid;
-  EXPECT_EQ(GemmTuneKeyFromArgs(g, H100(), 2).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GemmTuneKeyFromArgs(g, H100(), 2).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -78,8 +78,8 @@ TEST(ConfigSpaceTest, Sm90ParserAcceptsOnlyTheCanonicalFormOfBuiltConfigs) {
   EXPECT_EQ(c->cluster, 2);
   EXPECT_EQ(c->raster_group, 16);
   const char* bad[] = {"",
-                       "bn128.bm128.s6.c1.r8.p0",   // order
-                       "bm128.bn128.s6.c1.r8",      // missing field
+                       "bn128.bm128.s6.c1.r8.p0",  // order
+                       "bm128.bn128.s6.c1.r8",     // missing field
                        "bm128.bn128.s6.c1.r8.p0.x1",
                        "bm64.bn128.s6.c1.r8.p0",    // block_m not built
                        "bm128.bn96.s6.c1.r8.p0",    // block_n not built

@@ -30,7 +30,8 @@ TuneKey CpuKey(int64_t m = 64, int64_t n = 256, int64_t k = 256) {
 // harness's output checks are real; only the clock is fake.
 class FakeTimer : public Timer {
  public:
-  FakeTimer(std::map<std::string, double> base, double jitter) : base_(std::move(base)), jitter_(jitter) {}
+  FakeTimer(std::map<std::string, double> base, double jitter)
+      : base_(std::move(base)), jitter_(jitter) {}
 
   void Spike(const std::string& config, int calls, double factor) {
     spike_config_ = config;
@@ -104,9 +105,9 @@ TEST(BeatsTest, AChallengerMustWinByMoreThanNoiseAndTheMinimumMargin) {
 TEST(TunerTest, ClearWinnerIsChosenAndItsOutputWasChecked) {
   const TuneKey key = CpuKey();
   auto harness = Harness(key);
-  FakeTimer timer({{"tn16", 2e-3}, {"tn32", 1.5e-3}, {"tn64", 1e-3}, {"tn128", 0.5e-3},
-                   {"tn256", 0.8e-3}},
-                  0.02);
+  FakeTimer timer(
+      {{"tn16", 2e-3}, {"tn32", 1.5e-3}, {"tn64", 1e-3}, {"tn128", 0.5e-3}, {"tn256", 0.8e-3}},
+      0.02);
   absl::StatusOr<TuneResult> r = Tune(key, Spaces(), *harness, timer, Fast());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->default_config, "tn64");
@@ -140,12 +141,12 @@ class DeviceTimedHarness : public TuneHarness {
 
 TEST(TunerTest, DeviceTimesOfTheHarnessReplaceTheTimersTimes) {
   const TuneKey key = CpuKey();
-  DeviceTimedHarness harness(Harness(key), {{"tn16", 1e-3}, {"tn32", 1e-3}, {"tn64", 1e-3},
-                                            {"tn128", 1e-3}, {"tn256", 0.25e-3}});
+  DeviceTimedHarness harness(
+      Harness(key),
+      {{"tn16", 1e-3}, {"tn32", 1e-3}, {"tn64", 1e-3}, {"tn128", 1e-3}, {"tn256", 0.25e-3}});
   // The wall clock says tn128 wins; the device says tn256.
-  FakeTimer timer({{"tn16", 2e-3}, {"tn32", 2e-3}, {"tn64", 2e-3}, {"tn128", 0.1e-3},
-                   {"tn256", 2e-3}},
-                  0.0);
+  FakeTimer timer(
+      {{"tn16", 2e-3}, {"tn32", 2e-3}, {"tn64", 2e-3}, {"tn128", 0.1e-3}, {"tn256", 2e-3}}, 0.0);
   absl::StatusOr<TuneResult> r = Tune(key, Spaces(), harness, timer, Fast());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->config, "tn256");
@@ -176,9 +177,9 @@ TEST(TunerTest, NearTieKeepsTheIncumbent) {
   auto harness = Harness(key);
   // tn32 is 1% faster than the incumbent tn128, under the 2% minimum margin; tn64 (the
   // default) is 5% slower.
-  FakeTimer timer({{"tn16", 3e-3}, {"tn32", 0.99e-3}, {"tn64", 1.05e-3}, {"tn128", 1e-3},
-                   {"tn256", 3e-3}},
-                  0.0);
+  FakeTimer timer(
+      {{"tn16", 3e-3}, {"tn32", 0.99e-3}, {"tn64", 1.05e-3}, {"tn128", 1e-3}, {"tn256", 3e-3}},
+      0.0);
   absl::StatusOr<TuneResult> r = Tune(key, Spaces(), *harness, timer, Fast(), "tn128");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->incumbent, "tn128");
@@ -193,9 +194,8 @@ TEST(TunerTest, WinsSmallerThanTheMeasuredNoiseDoNotReplaceTheIncumbent) {
   for (const auto& [fast, want] : {std::pair<double, const char*>{0.7e-3, "tn64"},
                                    std::pair<double, const char*>{0.25e-3, "tn32"}}) {
     auto harness = Harness(key);
-    FakeTimer timer({{"tn16", 1e-3}, {"tn32", fast}, {"tn64", 1e-3}, {"tn128", 1e-3},
-                     {"tn256", 1e-3}},
-                    0.2);
+    FakeTimer timer(
+        {{"tn16", 1e-3}, {"tn32", fast}, {"tn64", 1e-3}, {"tn128", 1e-3}, {"tn256", 1e-3}}, 0.2);
     absl::StatusOr<TuneResult> r = Tune(key, Spaces(), *harness, timer, Fast());
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->config, want) << "tn32 at " << fast;
@@ -209,9 +209,8 @@ TEST(TunerTest, ACandidateWithAWrongResultNeverWinsHoweverFast) {
     if (config == "tn32") d.as<uint16_t>()[7] ^= 0x0100;  // a faulty kernel
   };
   auto harness = Harness(key, options);
-  FakeTimer timer({{"tn16", 1e-3}, {"tn32", 0.1e-3}, {"tn64", 1e-3}, {"tn128", 0.9e-3},
-                   {"tn256", 1e-3}},
-                  0.0);
+  FakeTimer timer(
+      {{"tn16", 1e-3}, {"tn32", 0.1e-3}, {"tn64", 1e-3}, {"tn128", 0.9e-3}, {"tn256", 1e-3}}, 0.0);
   absl::StatusOr<TuneResult> r = Tune(key, Spaces(), *harness, timer, Fast());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->config, "tn128");

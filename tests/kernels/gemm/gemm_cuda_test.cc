@@ -63,9 +63,9 @@ struct DeviceTensor {
   }
   ~DeviceTensor() { cudaFree(ptr); }
   void CopyTo(HostTensor& h) const {
-    EXPECT_EQ(cudaMemcpy(h.t.data, t.data, h.t.numel() * DTypeSize(h.t.dtype),
-                         cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    EXPECT_EQ(
+        cudaMemcpy(h.t.data, t.data, h.t.numel() * DTypeSize(h.t.dtype), cudaMemcpyDeviceToHost),
+        cudaSuccess);
   }
 };
 
@@ -378,14 +378,14 @@ HostOp MakeMGrouped(const std::vector<int64_t>& ends, int64_t n, int64_t k, cons
 TEST(GemmCudaTest, MGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {37, 37, 300, 301, 700, 1024};
-  for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 8),
-                                   Config(128, 128, 6, 8, 2), Config(64, 64, 8),
-                                   Config(64, 32, 16), Config(128, 192, 4), Config(192, 128, 4),
-                                   Config(128, 192, 4, 8, 2), Config(192, 128, 4, 8, 2)}) {
+  for (const GemmConfig& config :
+       {Config(128, 128, 6), Config(128, 64, 8), Config(128, 128, 6, 8, 2), Config(64, 64, 8),
+        Config(64, 32, 16), Config(128, 192, 4), Config(192, 128, 4), Config(128, 192, 4, 8, 2),
+        Config(192, 128, 4, 8, 2)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
-      SCOPED_TRACE(testing::Message() << mix.name << " " << GemmConfigToString(config)
-                                      << " seed " << seed);
+      SCOPED_TRACE(testing::Message()
+                   << mix.name << " " << GemmConfigToString(config) << " seed " << seed);
       std::mt19937_64 rng(seed);
       HostOp op = MakeMGrouped(ends, 320, 512, mix, rng);
       CheckAgainstCpu(op, config);
@@ -441,7 +441,10 @@ INSTANTIATE_TEST_SUITE_P(
         MGroupedCase{"bm192_bn128_three_clusters", kEnds192, 200, 512,
                      WithCtas(Config(192, 128, 4, 8, 2), 6)},
         // Every group one tile (each pair's second tile idle), and one group alone, odd.
-        MGroupedCase{"bm128_bn128_single_tiles", {100, 228, 356, 400, 528}, 320, 256,
+        MGroupedCase{"bm128_bn128_single_tiles",
+                     {100, 228, 356, 400, 528},
+                     320,
+                     256,
                      Config(128, 128, 5, 8, 2)},
         MGroupedCase{"bm192_bn128_one_group", {900}, 320, 256, Config(192, 128, 4, 8, 2)}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -464,9 +467,9 @@ HostOp MakeKGrouped(const std::vector<int64_t>& ends, int64_t m, int64_t n, cons
 TEST(GemmCudaTest, KGroupedMatchesCpuBackendWithinBudget) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   const std::vector<int64_t> ends = {128, 128, 512, 1024};  // one expert empty
-  for (const GemmConfig& config : {Config(128, 128, 6), Config(128, 64, 6),
-                                   Config(128, 128, 5, 8, 2), Config(64, 64, 8),
-                                   Config(64, 32, 16), Config(128, 192, 4), Config(192, 128, 4)}) {
+  for (const GemmConfig& config :
+       {Config(128, 128, 6), Config(128, 64, 6), Config(128, 128, 5, 8, 2), Config(64, 64, 8),
+        Config(64, 32, 16), Config(128, 192, 4), Config(192, 128, 4)}) {
     for (const Mix& mix : GpuMixes()) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(testing::Message() << mix.name << " bn" << config.block_n << " seed " << seed);
@@ -504,8 +507,8 @@ HostTensor PadScaleRows(const HostTensor& t) {
   HostTensor out = MakeHost(DType::kF32, {rows, row});
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < row; ++j) {
-      out.data<float>()[i * row + j] = j < c ? static_cast<const float*>(t.t.data)[i * c + j]
-                                             : std::nanf("");
+      out.data<float>()[i * row + j] =
+          j < c ? static_cast<const float*>(t.t.data)[i * c + j] : std::nanf("");
     }
   }
   out.t.rank = t.t.rank;
@@ -527,9 +530,10 @@ TEST_P(GemmCudaScalePathTest, TakesItsPathAndMatchesCpuBackendWithinBudget) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
     std::mt19937_64 rng(seed);
-    HostOp op = c.variant == GemmVariant::kMGroupedNT   ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
-                : c.variant == GemmVariant::kKGroupedTN ? MakeKGrouped(c.ends, c.m, c.n, mix, rng)
-                                                        : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
+    HostOp op = c.variant == GemmVariant::kMGroupedNT ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
+                : c.variant == GemmVariant::kKGroupedTN
+                    ? MakeKGrouped(c.ends, c.m, c.n, mix, rng)
+                    : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
     if (c.pad_scales) {
       op.tensors[1] = PadScaleRows(op.tensors[1]);
       op.tensors[3] = PadScaleRows(op.tensors[3]);
@@ -584,16 +588,16 @@ INSTANTIATE_TEST_SUITE_P(
         // M-grouped is always copied: by TMA it was 1-3% slower on an H100.
         ScalePathCase{"m_grouped_k512_cp_async_bn192_c2", GemmVariant::kMGroupedNT, 0, 200, 512,
                       Config(128, 192, 4, 8, 2), false, false, kEnds128},
-        ScalePathCase{"m_grouped_k384_padded_cp_async_bn192_c2", GemmVariant::kMGroupedNT, 0,
-                      320, 384, Config(128, 192, 4, 2, 2), true, false, kEnds128},
+        ScalePathCase{"m_grouped_k384_padded_cp_async_bn192_c2", GemmVariant::kMGroupedNT, 0, 320,
+                      384, Config(128, 192, 4, 2, 2), true, false, kEnds128},
         ScalePathCase{"m_grouped_k512_cp_async_bn192", GemmVariant::kMGroupedNT, 0, 320, 512,
                       Config(128, 192, 4), false, false, kEnds128},
         ScalePathCase{"k_grouped_t640_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
                       Config(128, 192, 4), false, false, kEndsK640},
         ScalePathCase{"k_grouped_t1024_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
                       Config(128, 192, 4), false, false, kEndsK1024},
-        ScalePathCase{"k_grouped_t640_padded_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136,
-                      0, Config(128, 192, 4), true, false, kEndsK640},
+        ScalePathCase{"k_grouped_t640_padded_cp_async_bn192", GemmVariant::kKGroupedTN, 200, 136, 0,
+                      Config(128, 192, 4), true, false, kEndsK640},
         // Tiles built without TMA scale loads copy them with cp.async, aligned or not.
         ScalePathCase{"nt_k512_cp_async_bm192_c2", GemmVariant::kNT, 500, 392, 512,
                       Config(192, 128, 4, 3, 2), false, false},
@@ -665,7 +669,8 @@ INSTANTIATE_TEST_SUITE_P(
         // 64-wide tiles are built without the path.
         StorePathCase{"nt_bn64_s8", GemmVariant::kNT, 520, 392, 256, Config(128, 64, 8), 4, false},
         StorePathCase{"nt_bm64_bn64", GemmVariant::kNT, 130, 200, 384, Config(64, 64, 8), 2, false},
-        StorePathCase{"nt_bm64_bn32", GemmVariant::kNT, 130, 200, 384, Config(64, 32, 16), 2, false},
+        StorePathCase{"nt_bm64_bn32", GemmVariant::kNT, 130, 200, 384, Config(64, 32, 16), 2,
+                      false},
         // 128x192 unclustered (cp.async scales, one buffer): TN and NN.
         StorePathCase{"tn_bn192_one_buffer", GemmVariant::kTN, 400, 392, 512, Config(128, 192, 4),
                       2, true},
@@ -759,8 +764,8 @@ TEST(GemmCudaConfigTest, KernelLaunchRefusesTmaStoresOutsideBf16Writes) {
   kg.mode = cuda_gemm::KernelMode::kKGrouped;
   EXPECT_EQ(launch(kg), cudaErrorInvalidValue);
   // A 64-wide tile is built without the path.
-  EXPECT_EQ(cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, 128, 64, 8, 1, 0, 1,
-                                           nullptr, 0, nullptr),
+  EXPECT_EQ(cuda_gemm::LaunchGemmFp8Kernel(p, map, map, map, map, map, 128, 64, 8, 1, 0, 1, nullptr,
+                                           0, nullptr),
             cudaErrorInvalidValue);
 }
 
@@ -834,9 +839,9 @@ TEST(TransposeFp8Test, CopiesEveryByteAndScaleExactly) {
   struct Shape {
     int64_t rows, cols, stride;
   };
-  for (const Shape& c : {Shape{128, 128, 128}, Shape{384, 200, 208}, Shape{128, 1, 16},
-                         Shape{256, 17, 32}, Shape{1024, 1000, 1008}, Shape{256, 4112, 4112},
-                         Shape{640, 130, 256}}) {
+  for (const Shape& c :
+       {Shape{128, 128, 128}, Shape{384, 200, 208}, Shape{128, 1, 16}, Shape{256, 17, 32},
+        Shape{1024, 1000, 1008}, Shape{256, 4112, 4112}, Shape{640, 130, 256}}) {
     SCOPED_TRACE(testing::Message() << c.rows << "x" << c.cols << " stride " << c.stride);
     std::mt19937_64 rng(FreshSeed());
     const int64_t rb = c.rows / 128, cb = (c.cols + 127) / 128, scale_stride = cb + 3;
@@ -868,16 +873,15 @@ TEST(TransposeFp8Test, CopiesEveryByteAndScaleExactly) {
     std::vector<uint8_t> dst(c.cols * c.rows);
     std::vector<float> scales_t(cb * rb);
     ASSERT_EQ(cudaMemcpy(dst.data(), d_dst, dst.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(scales_t.data(), d_scales_t, scales_t.size() * 4,
-                         cudaMemcpyDeviceToHost),
+    ASSERT_EQ(cudaMemcpy(scales_t.data(), d_scales_t, scales_t.size() * 4, cudaMemcpyDeviceToHost),
               cudaSuccess);
     int64_t wrong = 0;
     std::string first;
     for (int64_t j = 0; j < c.cols; ++j) {
       for (int64_t i = 0; i < c.rows; ++i) {
         if (dst[j * c.rows + i] != src[i * c.stride + j] && wrong++ == 0) {
-          first = absl::StrCat("dst(", j, ", ", i, ")=", dst[j * c.rows + i], " src(", i, ", ",
-                               j, ")=", src[i * c.stride + j]);
+          first = absl::StrCat("dst(", j, ", ", i, ")=", dst[j * c.rows + i], " src(", i, ", ", j,
+                               ")=", src[i * c.stride + j]);
         }
       }
     }
@@ -1073,8 +1077,8 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
   tp.dst = static_cast<uint8_t*>(scratch);
   tp.src_scales = dsw.t.as<const float>();
   tp.src_scales_stride = nb;
-  tp.dst_scales = reinterpret_cast<float*>(
-      static_cast<char*>(scratch) + GemmFp8ScratchBytes(nn) - nb * rb * sizeof(float));
+  tp.dst_scales = reinterpret_cast<float*>(static_cast<char*>(scratch) + GemmFp8ScratchBytes(nn) -
+                                           nb * rb * sizeof(float));
   auto time_us = [](const std::function<void()>& launch) {
     cudaEvent_t start, stop;
     cudaEventCreate(&start);
@@ -1106,10 +1110,9 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
       "\"config\":\"%s\",\"nt_us\":%.1f,\"nt_tflops\":%.0f,\"nn_us\":%.1f,"
       "\"nn_tflops\":%.0f,\"nn_own_scratch_us\":%.1f,\"transpose_us\":%.1f,"
       "\"transpose_gbps\":%.0f}\n",
-      prop.name, static_cast<long long>(m), static_cast<long long>(n),
-      static_cast<long long>(r), GemmConfigToString(config).c_str(), nt_us,
-      flops / nt_us * 1e-6, nn_us, flops / nn_us * 1e-6, nn_alloc_us, tr_us,
-      2.0 * n * r / tr_us * 1e-3);
+      prop.name, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(r),
+      GemmConfigToString(config).c_str(), nt_us, flops / nt_us * 1e-6, nn_us, flops / nn_us * 1e-6,
+      nn_alloc_us, tr_us, 2.0 * n * r / tr_us * 1e-3);
   cudaFree(scratch);
   cudaFree(nt_scratch);
 }

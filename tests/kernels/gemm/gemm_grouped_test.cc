@@ -16,8 +16,10 @@ namespace {
 HostTensor MakeEnds(const std::vector<int64_t>& ends, DType dtype) {
   HostTensor t = MakeHost(dtype, {static_cast<int64_t>(ends.size())});
   for (size_t i = 0; i < ends.size(); ++i) {
-    if (dtype == DType::kI64) t.data<int64_t>()[i] = ends[i];
-    else t.data<int32_t>()[i] = static_cast<int32_t>(ends[i]);
+    if (dtype == DType::kI64)
+      t.data<int64_t>()[i] = ends[i];
+    else
+      t.data<int32_t>()[i] = static_cast<int32_t>(ends[i]);
   }
   return t;
 }
@@ -40,10 +42,13 @@ struct MGroupedOperands {
 MGroupedOperands MakeMGrouped(const std::vector<int64_t>& ends, DType ends_dtype, int64_t n,
                               int64_t r, const Mix& mix, std::mt19937_64& rng) {
   const int64_t total = ends.back(), experts = ends.size(), kb = r / 128;
-  MGroupedOperands o{MakeHost(DType::kE4M3FN, {total, r}), MakeHost(DType::kF32, {total, kb}),
+  MGroupedOperands o{MakeHost(DType::kE4M3FN, {total, r}),
+                     MakeHost(DType::kF32, {total, kb}),
                      MakeHost(DType::kE4M3FN, {experts, n, r}),
                      MakeHost(DType::kF32, {experts, (n + 127) / 128, kb}),
-                     MakeEnds(ends, ends_dtype), MakeHost(mix.out, {total, n}), {}};
+                     MakeEnds(ends, ends_dtype),
+                     MakeHost(mix.out, {total, n}),
+                     {}};
   FillFp8(o.a, mix.a, rng);
   FillFp8(o.b, mix.b, rng);
   FillScales(o.sa, mix.scale_magnitude, rng);
@@ -86,9 +91,7 @@ TEST_P(GemmMGroupedCpuTest, EveryGroupMatchesDoubleReferenceWithinBudget) {
       p.n = n;
       p.kb_end = kb;
       p.a = [&](int64_t i, int64_t k) { return DecodeE4M3(o.a.bytes()[(begin + i) * r + k]); };
-      p.b = [&](int64_t j, int64_t k) {
-        return DecodeE4M3(o.b.bytes()[(e * n + j) * r + k]);
-      };
+      p.b = [&](int64_t j, int64_t k) { return DecodeE4M3(o.b.bytes()[(e * n + j) * r + k]); };
       p.a_scale = [&](int64_t i, int64_t blk) {
         return double{o.sa.data<float>()[(begin + i) * kb + blk]};
       };
@@ -107,11 +110,10 @@ TEST_P(GemmMGroupedCpuTest, EveryGroupMatchesDoubleReferenceWithinBudget) {
 
 INSTANTIATE_TEST_SUITE_P(
     Mixes, GemmMGroupedCpuTest,
-    ::testing::Combine(
-        ::testing::ValuesIn(StandardMixes()),
-        ::testing::Values(Groups{"ragged_i32", {37, 37, 200, 201, 330}, DType::kI32},
-                          Groups{"one_group_i64", {129}, DType::kI64},
-                          Groups{"aligned_i64", {128, 256, 256, 384}, DType::kI64})),
+    ::testing::Combine(::testing::ValuesIn(StandardMixes()),
+                       ::testing::Values(Groups{"ragged_i32", {37, 37, 200, 201, 330}, DType::kI32},
+                                         Groups{"one_group_i64", {129}, DType::kI64},
+                                         Groups{"aligned_i64", {128, 256, 256, 384}, DType::kI64})),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param).name;
     });
@@ -155,9 +157,13 @@ struct KGroupedOperands {
 KGroupedOperands MakeKGrouped(const std::vector<int64_t>& ends, DType ends_dtype, int64_t m,
                               int64_t n, const Mix& mix, std::mt19937_64& rng) {
   const int64_t total = ends.back(), experts = ends.size(), tb = total / 128;
-  KGroupedOperands o{MakeHost(DType::kE4M3FN, {m, total}), MakeHost(DType::kF32, {m, tb}),
-                     MakeHost(DType::kE4M3FN, {n, total}), MakeHost(DType::kF32, {n, tb}),
-                     MakeEnds(ends, ends_dtype), MakeHost(mix.out, {experts, m, n}), {}};
+  KGroupedOperands o{MakeHost(DType::kE4M3FN, {m, total}),
+                     MakeHost(DType::kF32, {m, tb}),
+                     MakeHost(DType::kE4M3FN, {n, total}),
+                     MakeHost(DType::kF32, {n, tb}),
+                     MakeEnds(ends, ends_dtype),
+                     MakeHost(mix.out, {experts, m, n}),
+                     {}};
   FillFp8(o.a, mix.a, rng);
   FillFp8(o.b, mix.b, rng);
   FillScales(o.sa, mix.scale_magnitude, rng);
@@ -206,9 +212,9 @@ TEST_P(GemmKGroupedCpuTest, EveryExpertMatchesDoubleReferenceWithinBudget) {
     if (!prior.empty()) {
       expert_prior.assign(prior.begin() + e * m * n, prior.begin() + (e + 1) * m * n);
     }
-    EXPECT_EQ(CompareWithBudget(o.d.t, e * m * n, n, Reference(p), p.kb_end - p.kb_begin,
-                                expert_prior),
-              "");
+    EXPECT_EQ(
+        CompareWithBudget(o.d.t, e * m * n, n, Reference(p), p.kb_end - p.kb_begin, expert_prior),
+        "");
     begin = groups.ends[e];
   }
 }

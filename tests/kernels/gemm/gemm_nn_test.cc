@@ -63,17 +63,18 @@ TEST_P(GemmNnCpuTest, MatchesDoubleReferenceWithinBudget) {
   EXPECT_EQ(CompareWithBudget(d.t, 0, n, Reference(p), kb, prior), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Mixes, GemmNnCpuTest,
-    ::testing::Combine(::testing::ValuesIn(StandardMixes()),
-                       // Ragged M and N, K of one block, a single row.
-                       ::testing::Values(Shape{130, 200, 384}, Shape{64, 256, 128},
-                                         Shape{1, 129, 256})),
-    [](const auto& info) {
-      const Shape& s = std::get<1>(info.param);
-      return std::string(std::get<0>(info.param).name) + "_" + std::to_string(s.m) + "x" +
-             std::to_string(s.n) + "x" + std::to_string(s.r);
-    });
+INSTANTIATE_TEST_SUITE_P(Mixes, GemmNnCpuTest,
+                         ::testing::Combine(::testing::ValuesIn(StandardMixes()),
+                                            // Ragged M and N, K of one block, a single row.
+                                            ::testing::Values(Shape{130, 200, 384},
+                                                              Shape{64, 256, 128},
+                                                              Shape{1, 129, 256})),
+                         [](const auto& info) {
+                           const Shape& s = std::get<1>(info.param);
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                                  std::to_string(s.r);
+                         });
 
 }  // namespace
 }  // namespace gemm_test

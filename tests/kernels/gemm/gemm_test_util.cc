@@ -74,8 +74,10 @@ void FillScales(HostTensor& t, int magnitude, std::mt19937_64& rng) {
 void FillGaussian(HostTensor& t, std::mt19937_64& rng) {
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   for (int64_t i = 0; i < t.t.numel(); ++i) {
-    if (t.t.dtype == DType::kF32) t.data<float>()[i] = gauss(rng);
-    else t.data<uint16_t>()[i] = fp8::FloatToBF16(gauss(rng));
+    if (t.t.dtype == DType::kF32)
+      t.data<float>()[i] = gauss(rng);
+    else
+      t.data<uint16_t>()[i] = fp8::FloatToBF16(gauss(rng));
   }
 }
 
@@ -99,8 +101,7 @@ std::vector<Mix> StandardMixes() {
       {"gaussian_bf16", Pattern::kGaussian, Pattern::kGaussian, 0, DType::kBF16, false},
       {"gaussian_small_scales_bf16", Pattern::kGaussian, Pattern::kGaussian, -14, DType::kBF16,
        false},
-      {"gaussian_large_scales_f32", Pattern::kGaussian, Pattern::kGaussian, 14, DType::kF32,
-       false},
+      {"gaussian_large_scales_f32", Pattern::kGaussian, Pattern::kGaussian, 14, DType::kF32, false},
       {"all_codes_f32", Pattern::kAllCodes, Pattern::kAllCodes, -4, DType::kF32, false},
       {"outlier_per_block_bf16", Pattern::kOutlierPerBlock, Pattern::kOutlierPerBlock, 0,
        DType::kBF16, false},

@@ -50,17 +50,19 @@ struct HostTensor {
   std::vector<uint64_t> storage;
   Tensor t;
   template <typename T>
-  T* data() { return static_cast<T*>(t.data); }
+  T* data() {
+    return static_cast<T*>(t.data);
+  }
   uint8_t* bytes() { return static_cast<uint8_t*>(t.data); }
 };
 HostTensor MakeHost(DType dtype, std::initializer_list<int64_t> shape);
 
 // How FP8 operand codes are drawn.
 enum class Pattern {
-  kGaussian,       // N(0,1) * 64 encoded (saturating), a realistic quantized activation
-  kAllCodes,       // uniform over every finite code: values from 2^-9 to 448, both signs
+  kGaussian,         // N(0,1) * 64 encoded (saturating), a realistic quantized activation
+  kAllCodes,         // uniform over every finite code: values from 2^-9 to 448, both signs
   kOutlierPerBlock,  // N(0,1) * 0.05 encoded, with one ±448 element in every 128-wide block
-  kZeros,          // all zero codes
+  kZeros,            // all zero codes
 };
 // Fills an e4m3fn FP8 tensor (any rank; blocks run along the last dimension).
 void FillFp8(HostTensor& t, Pattern pattern, std::mt19937_64& rng);

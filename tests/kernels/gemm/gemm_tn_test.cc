@@ -57,23 +57,22 @@ TEST_P(GemmTnCpuTest, MatchesDoubleReferenceWithinBudget) {
   p.a = [&](int64_t i, int64_t k) { return DecodeE4M3(a.bytes()[i * r + k]); };
   p.b = [&](int64_t j, int64_t k) { return DecodeE4M3(b.bytes()[j * r + k]); };
   p.a_scale = [&](int64_t i, int64_t blk) { return double{sa.data<float>()[i * kb + blk]}; };
-  p.b_scale = [&](int64_t j, int64_t blk) {
-    return double{sb.data<float>()[j * kb + blk]};
-  };
+  p.b_scale = [&](int64_t j, int64_t blk) { return double{sb.data<float>()[j * kb + blk]}; };
   EXPECT_EQ(CompareWithBudget(d.t, 0, n, Reference(p), kb, prior), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Mixes, GemmTnCpuTest,
-    ::testing::Combine(::testing::ValuesIn(StandardMixes()),
-                       // Ragged M and N, K of one block, a single row.
-                       ::testing::Values(Shape{130, 200, 384}, Shape{64, 256, 128},
-                                         Shape{1, 129, 256})),
-    [](const auto& info) {
-      const Shape& s = std::get<1>(info.param);
-      return std::string(std::get<0>(info.param).name) + "_" + std::to_string(s.m) + "x" +
-             std::to_string(s.n) + "x" + std::to_string(s.r);
-    });
+INSTANTIATE_TEST_SUITE_P(Mixes, GemmTnCpuTest,
+                         ::testing::Combine(::testing::ValuesIn(StandardMixes()),
+                                            // Ragged M and N, K of one block, a single row.
+                                            ::testing::Values(Shape{130, 200, 384},
+                                                              Shape{64, 256, 128},
+                                                              Shape{1, 129, 256})),
+                         [](const auto& info) {
+                           const Shape& s = std::get<1>(info.param);
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                                  std::to_string(s.r);
+                         });
 
 }  // namespace
 }  // namespace gemm_test

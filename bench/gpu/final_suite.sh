@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The end-of-session run of main on the lent GPU machine: the whole GPU suite
-# (run_gpu_suite.sh with GEMM_SAMPLES=5 GEMM_POWER=2) on a bundle made by bundle.sh, with an
-# nvidia-smi log every 500 ms, packed into $OUT/TAG.tar.gz (the device tool returns few files).
-# Here:   bench/gpu/bundle.sh build .carry-X && (device, carry .carry-X)
-# There:  bash bench/gpu/final_suite.sh .carry-X/b.tar.xz final12
-# Then:   mkdir bench/gpu/results/final12_DATE && tar -C it -xzf .../final12.tar.gz
+# A whole run of main on the lent GPU machine: the GPU suite (run_gpu_suite.sh with
+# GEMM_SAMPLES=5 GEMM_POWER=2) on a bundle made by bundle.sh, with an nvidia-smi log every 500 ms,
+# packed into OUT_DIR/TAG.tar.gz (OUT_DIR: $OUT, the device tool's output folder, else /tmp).
+# Nothing is written into the source tree.
+#   Here:   bench/gpu/bundle.sh build .carry && (device tool, carrying .carry)
+#   There:  bash bench/gpu/final_suite.sh .carry/b.tar.xz TAG
+#   Then:   tar -C DIR -xzf TAG.tar.gz, and copy the files bench/README.md's tables read
+#           (bench/data/gpu/: env.txt tests.log gemm.json gemm_power.json quant_pad.json
+#           e2e_*.json e2e_phases.txt cuda_calls.json ipc_order.json) from DIR into bench/data/gpu.
+#   final_suite.sh BUNDLE.tar.xz TAG
 set -u
-bundle=$1; tag=$2
+bundle=$(realpath "$1"); tag=$2; out=${OUT:-/tmp}
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 rm -rf /tmp/b /tmp/o; mkdir -p /tmp/b /tmp/o && tar -C /tmp/b -xJf "$bundle"
@@ -19,4 +23,5 @@ echo "suite took $(( $(date +%s) - start )) s"
 grep "^===" /tmp/o/tests.log; grep -E "PASSED|FAILED|golden" /tmp/o/tests.log | head -30
 tail -5 /tmp/o/summary.txt
 gzip -9 /tmp/o/smi.csv
-tar -C /tmp/o -czf "$OUT/$tag.tar.gz" .
+tar -C /tmp/o -czf "$out/$tag.tar.gz" .
+echo "wrote $out/$tag.tar.gz"

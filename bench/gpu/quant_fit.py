@@ -7,7 +7,7 @@ Bytes are the bench's count (input read once plus every output written). The cop
 from the bench's cudaMemcpy copies: the copy of each shape's input (copy_same_size_gbps, which
 moves 2x the input's bytes) and the 1 GiB copy. For each op it prints t0, R, the measured ratio
 to the 1 GiB copy at the smallest and largest shape, and what a copy of exactly the op's bytes
-at the smallest shape would measure on the copy's own line (bench/RESULTS.md, session 15).
+at the smallest shape would measure on the copy's own line (bench/README.md, "Quantize and pad").
 """
 import json
 import sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device run for the autotune figures of bench/RESULTS.md ("## Autotune on GPU"): the GPU
+# One device run of autotune through the whole daemon path (bench/README.md, "Autotune"): the GPU
 # tests of the GEMM through the backend and the harness, then the real daemon on the cuda backend
 # and `kctl tune` on the GEMM shapes of issue 5, one kctl call per shape (cold tune time = the
 # wall time of that call), then the cache as JSON. Run from the bundle folder (bin/, lib/).

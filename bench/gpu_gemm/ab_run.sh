@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A/B of gpu_gemm_bench builds on the lent GPU machine, the way sessions 10-12 measured kernel
-# changes: each new build's kernels_gemm_cuda_test, then gpu_gemm_bench in alternating processes
-# (old, the new builds, the new builds reversed, old: old new new old for one new build, old n1
-# n2 n2 n1 old for two), then gemm_summary.py --ab of old against each new build. Everything
-# lands in $OUT/TAG.tgz (the device tool returns few files).
+# A/B of gpu_gemm_bench builds on the lent GPU machine. The GPU's clocks move by a few percent
+# between processes, more than most kernel changes, so builds compare only when timed in
+# alternating processes of one run: each new build's kernels_gemm_cuda_test, then gpu_gemm_bench
+# in alternating processes (old, the new builds, the new builds reversed, old: old new new old for
+# one new build, old n1 n2 n2 n1 old for two), then gemm_summary.py --ab of old against each new
+# build. Everything lands in $OUT/TAG.tgz (the device tool returns few files).
 #   bash bench/gpu_gemm/ab_run.sh BUNDLE.tar.xz TAG OLD NEW[,NEW2...] [gpu_gemm_bench args...]
 # BUNDLE holds bin/gpu_gemm_bench_OLD, bin/gpu_gemm_bench_NEW and bin/kernels_gemm_cuda_test_NEW
 # for each new build, and lib/ (gpu-bundle's layout, packed with one top folder); e.g. args

@@ -2,7 +2,7 @@
 // this GPU with nothing else in the kernel: no TMA, no mbarriers, no scale loads, no epilogue,
 // no tile scheduling. Every CTA (one per SM) loops over resident shared-memory tiles, so the
 // figure is the floor that the loop's structure (wgmma waits, promotion FFMAs, turn barriers)
-// sets, to compare with the real kernel's cycles per block (bench/RESULTS.md, "FP8 GEMM").
+// sets, to compare with the real kernel's cycles per block (bench/README.md, "GEMM floor").
 //
 // Loops (per consumer warpgroup of 64 rows, one K block = four wgmma m64nNk32 from shared
 // memory, the same descriptors and swizzle as kernels/cuda/gemm):
@@ -13,7 +13,7 @@
 // none: every loop here reads every partial.
 //   promote    one partial: issue, wait_group 0, acc += part * scale (N / 2 FFMA per thread).
 //   turns      as promote, the warpgroups issuing in a ring of named barriers (the kernel's
-//              ConsumerLoopSingle).
+//              loops run without turns: docs/decisions/0008-gemm-yield-hints.md).
 // NOTE: the two-partial loop with promotion (the kernel's ConsumerLoop) is not here: written
 // this way ptxas serialized its wgmmas (C7514) whatever was tried; the kernel's trace covers it.
 // Output: one JSON object per line: loop, warpgroups, n, cycles per K block (median over CTAs of

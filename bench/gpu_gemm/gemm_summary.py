@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises gpu_gemm_bench JSON: each case's TFLOP/s against the same process's cuBLASLt, and
 the geometric mean of the ratio over the nine dense NT shapes of issue #5 (the figure
-bench/RESULTS.md quotes). For a --power run it also prints the sustained figures (means over the
+bench/README.md quotes). For a --power run it also prints the sustained figures (means over the
 soak rounds) and their geometric mean.
 
 A --candidates run's candidates are listed under their case with their TFLOP/s and their speed
@@ -51,8 +51,8 @@ def geomean(values):
 def compare(old, new, files):
     """Our TFLOP/s per case in the OLD files and the NEW files, and sum(NEW) / sum(OLD)."""
     import os
-    # A file is on a side when its name, less the extension, ends with the tag: with "in", a
-    # tag that starts another (_v3, _v3s) took both sides' files (session 12).
+    # A file is on a side when its name, less the extension, ends with the tag (not contains
+    # it: a tag that starts another, _v3 and _v3s, would take both sides' files).
     def side(tag):
         return [f for f in files if os.path.splitext(os.path.basename(f))[0].endswith(tag)]
 

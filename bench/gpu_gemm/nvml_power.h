@@ -6,7 +6,7 @@
 // Why: an H100 running FP8 GEMMs sits at its power limit (nvidia-smi shows clock-event reason
 // 0x4, software power cap, and SM clocks from 1.2 to 1.8 GHz instead of 1.98), so two kernels
 // of the same FLOPs compete on energy per GEMM, and cycles per K block alone do not predict
-// their speed (bench/RESULTS.md, "Power").
+// their speed (bench/README.md, "FP8 GEMM": the sustained figures).
 //
 // The prototypes below are NVML's C API (nvml.h, NVML API reference): all return nvmlReturn_t,
 // 0 on success.

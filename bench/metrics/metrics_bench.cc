@@ -1,7 +1,8 @@
 // Recording one kernel time with five labels. FamilyAdd looks the series up with
 // prometheus-cpp's Family::Add, which builds a whole histogram (every bucket) on each call
 // before finding the existing series; CachedSeries is Metrics::ObserveKernel, which finds the
-// series in its own map. The daemon did the first once per op and per RPC until it cached.
+// series in its own map: the reason Metrics caches a series per label set, since the daemon
+// records one or more series per op and per RPC.
 #include "benchmark/benchmark.h"
 #include "kerneld/server/metrics.h"
 #include "prometheus/histogram.h"

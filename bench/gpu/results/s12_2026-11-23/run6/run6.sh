@@ -1,1 +1,0 @@
-mkdir -p /tmp/b && tar -C /tmp/b -xJf .carry-s12/b.tar.xz && export LD_LIBRARY_PATH=/tmp/b/lib && for i in 1 2; do /tmp/b/bin/gpu_gemm_bench --samples=5 --only=tn_,m_grouped --candidates=m128+n192+s4+c2,m128+n192+s4+c1 > $OUT/cand_$i.json 2> $OUT/cand_$i.err; done  # the final run bundle (main 0058a61)

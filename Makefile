@@ -31,7 +31,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --label-exclude gpu
 
 bench: build
-	@echo "see bench/RESULTS.md for how each benchmark is run"
+	@echo "see bench/README.md for how each benchmark is run"
 
 clean:
 	rm -rf $(BUILD)

@@ -8,8 +8,11 @@ A --candidates run's candidates are listed under their case with their TFLOP/s a
 over the default timed in the same loop ("vs_default").
 
 Usage: gemm_summary.py [--peer NAME=TFLOPS ...] FILE.json...
+       gemm_summary.py --markdown GEMM.json [POWER.json]
        gemm_summary.py --ab OLD NEW FILE.json...
   --peer replaces cuBLASLt's TFLOP/s for case NAME (an outlier peer; say so where you quote it).
+  --markdown prints bench/README.md's table: each case of GEMM.json, and with a --power run's
+       POWER.json that process's ratio and the sustained one beside it.
   --ab compares builds timed in alternating processes: per case, our TFLOP/s in each file whose
        name (less .json) ends with OLD, then in each whose name ends with NEW, and the ratio of
        NEW's sum to OLD's (e.g. --ab _main _new run/all_*.json).
@@ -76,13 +79,55 @@ def compare(old, new, files):
     return 0
 
 
+def markdown(files):
+    """bench/README.md's GEMM table from a plain run and, optionally, a --power run."""
+    main_rs = results(files[0])
+    power = {r['name']: r for r in results(files[1])} if len(files) > 1 else {}
+    cols = ['case', 'config', 'ours TFLOP/s', 'cuBLASLt TFLOP/s', 'ratio']
+    if power:
+        cols += ['ratio, --power process', 'sustained ratio', 'sustained W (ours / peer)']
+    print('| ' + ' | '.join(cols) + ' |')
+    print('| --- | --- | ' + ' | '.join(['---:'] * (len(cols) - 2)) + ' |')
+    ratios, second, sustained = {}, {}, {}
+    for r in main_rs:
+        name = r['name']
+        ratios[name] = r['ours_tflops'] / r['cublaslt_tflops']
+        config = r['config'].replace('.r8.p0', '')
+        cells = [name, config, f"{r['ours_tflops']:.0f}", f"{r['cublaslt_tflops']:.0f}",
+                 f'{ratios[name]:.3f}']
+        if power:
+            p = power.get(name)
+            rounds = ((p or {}).get('power') or {}).get('rounds') or []
+            if p:
+                second[name] = p['ours_tflops'] / p['cublaslt_tflops']
+            if rounds:
+                mean = lambda side, key: sum(x[side][key] for x in rounds) / len(rounds)
+                sustained[name] = mean('ours', 'tflops') / mean('cublaslt', 'tflops')
+                watts = f"{mean('ours', 'watts'):.0f} / {mean('cublaslt', 'watts'):.0f}"
+            cells += [f'{second[name]:.3f}' if name in second else '',
+                      f'{sustained[name]:.3f}' if name in sustained else '',
+                      watts if rounds else '']
+        print('| ' + ' | '.join(cells) + ' |')
+    for label, values in (('', ratios), (', --power process', second),
+                          (', sustained', sustained)):
+        nt = [values[n] for n in DENSE_NT if n in values]
+        if nt:
+            print(f'\nGeometric mean over the nine dense NT shapes{label}: {geomean(nt):.3f}x '
+                  f'(lowest {min(nt):.3f}).')
+    return 0
+
+
 def main(argv):
     peers = {}
     files = []
     ab = None
+    md = False
     i = 0
     while i < len(argv):
-        if argv[i] == '--peer':
+        if argv[i] == '--markdown':
+            md = True
+            i += 1
+        elif argv[i] == '--peer':
             name, tflops = argv[i + 1].split('=')
             peers[name] = float(tflops)
             i += 2
@@ -97,6 +142,8 @@ def main(argv):
         return 2
     if ab:
         return compare(ab[0], ab[1], files)
+    if md:
+        return markdown(files)
     for path in files:
         rs = results(path)
         print('==', path)

@@ -2,7 +2,7 @@
 # Packs every GPU program of a build (tests, benchmarks, the daemon, kctl) with their shared
 # libraries and the golden vectors into OUT_DIR/b.tar.xz, for the lent GPU machine: the bundle
 # made by the workplace's gpu-bundle tool is ~96 MB, over the 64 MiB a run may carry, and packs
-# to ~18 MB. On the GPU machine:
+# to 18-30 MB (30 for a RelWithDebInfo build). On the GPU machine:
 #   mkdir -p /tmp/b && tar -C /tmp/b -xJf OUT_DIR/b.tar.xz && bench/gpu/run_gpu_suite.sh /tmp/b $OUT
 #   bundle.sh BUILD_DIR OUT_DIR [GPU_BUNDLE_TOOL]
 set -eu

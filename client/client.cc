@@ -299,6 +299,21 @@ absl::StatusOr<ShmBuffer> Client::AllocateBuffer(uint64_t size, absl::string_vie
   return buffer;
 }
 
+absl::StatusOr<v1::RegisterBufferResponse> Client::RegisterIpc(const v1::IpcMemHandle& ipc,
+                                                               uint64_t size) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::RegisterBufferRequest request;
+  request.set_session_id(session_->id);
+  *request.mutable_ipc() = ipc;
+  request.set_size(size);
+  v1::RegisterBufferResponse response;
+  grpc::ClientContext context;
+  internal::SetTimeout(context, options_.control_timeout);
+  const grpc::Status status = stub_->RegisterBuffer(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
 absl::Status Client::ReleaseBuffer(uint64_t buffer_id) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
   v1::ReleaseBufferRequest request;

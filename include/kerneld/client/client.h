@@ -154,6 +154,16 @@ class Client {
                                                                absl::string_view backend = "",
                                                                int device = 0);
 
+  // Registers `size` bytes of GPU memory another process (or this one) exported: `ipc` carries
+  // the CUDA/HIP IPC memory handle of the exporter's allocation, the offset where the buffer
+  // starts inside it and the device ordinal as the daemon sees it. The daemon opens the handle
+  // once per registration (50-1300 µs), so register an allocation once and name tensors in it
+  // by byte offset. INVALID_ARGUMENT for a malformed handle or a size beyond the allocation,
+  // FAILED_PRECONDITION when the daemon has no backend of that kind; FAILED_PRECONDITION
+  // without a session.
+  absl::StatusOr<v1::RegisterBufferResponse> RegisterIpc(const v1::IpcMemHandle& ipc,
+                                                         uint64_t size);
+
   // Releases one buffer of the session (registered or allocated). NOT_FOUND if the session
   // holds no such buffer.
   absl::Status ReleaseBuffer(uint64_t buffer_id);

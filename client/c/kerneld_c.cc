@@ -212,6 +212,27 @@ const char* kd_status_code_name(int code) {
   return kCodeNames[code];
 }
 
+uint32_t kd_sizeof(const char* type_name) {
+  if (type_name == nullptr) return 0;
+  static const struct {
+    const char* name;
+    uint32_t size;
+  } kSizes[] = {{"kd_tensor", sizeof(kd_tensor)},
+                {"kd_quantize_op", sizeof(kd_quantize_op)},
+                {"kd_gemm_op", sizeof(kd_gemm_op)},
+                {"kd_pad_op", sizeof(kd_pad_op)},
+                {"kd_unpad_op", sizeof(kd_unpad_op)},
+                {"kd_op", sizeof(kd_op)},
+                {"kd_completion", sizeof(kd_completion)},
+                {"kd_allocation", sizeof(kd_allocation)},
+                {"kd_client_options", sizeof(kd_client_options)},
+                {"kd_ring_options", sizeof(kd_ring_options)}};
+  for (const auto& entry : kSizes) {
+    if (std::strcmp(entry.name, type_name) == 0) return entry.size;
+  }
+  return 0;
+}
+
 void kd_client_options_init(kd_client_options* options) {
   if (options == nullptr) return;
   const kd::client::ClientOptions defaults;

@@ -87,6 +87,12 @@ KD_API int kd_last_error_code(void);
 /* "INVALID_ARGUMENT" for 3, ...; "UNKNOWN" for a number outside 0..16. A static string.
  * Thread-safety: any. */
 KD_API const char* kd_status_code_name(int code);
+/* sizeof the named struct of this header ("kd_tensor", "kd_op", "kd_completion",
+ * "kd_allocation", "kd_client_options", "kd_ring_options", "kd_quantize_op", "kd_gemm_op",
+ * "kd_pad_op", "kd_unpad_op") as the library was compiled, 0 for another name: a binding that
+ * declares the structs itself (ctypes, Rust, Julia) checks its layouts against it.
+ * Thread-safety: any. */
+KD_API uint32_t kd_sizeof(const char* type_name);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Wire enums (the values of kerneld.proto's enums). */

@@ -1,0 +1,89 @@
+"""Fixtures of the Python package's tests: a real kerneld daemon process on the CPU backend
+(the binary from $KD_KERNELD), clients connected to it, and kctl ($KD_KCTL) for its status."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import kerneld
+
+
+def _binary(env: str) -> str:
+    path = os.environ.get(env)
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail(f"${env} must name the built binary (tests/python/run_pytest.sh sets it)")
+    return path
+
+
+class Daemon:
+    def __init__(self, directory: str):
+        self.dir = directory
+        self.socket = os.path.join(directory, "data.sock")
+        self.admin = os.path.join(directory, "admin.sock")
+        self.log = open(os.path.join(directory, "kerneld.log"), "w")
+        self.proc = subprocess.Popen(
+            [_binary("KD_KERNELD"), f"--socket={self.socket}", f"--admin_socket={self.admin}",
+             "--metrics_address=", "--backend=cpu", "--cpu_threads=2"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not (os.path.exists(self.socket) and os.path.exists(self.admin)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("kerneld did not start; see " + self.log.name)
+            time.sleep(0.05)
+
+    def status(self) -> dict:
+        out = subprocess.run([_binary("KD_KCTL"), f"--admin_socket={self.admin}", "status",
+                              "--json"], check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    directory = tempfile.mkdtemp(prefix="kd_py.")
+    d = Daemon(directory)
+    yield d
+    d.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kd(daemon):
+    """One client (with its submit ring) for the whole session."""
+    client = kerneld.connect(daemon.socket, name="pytest")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def runtime(kd):
+    torch = pytest.importorskip("torch")
+    from kerneld.torch import Runtime, set_default_client
+    set_default_client(kd)
+    del torch
+    return Runtime(kd)
+
+
+def sqnr(reference, actual) -> float:
+    """Signal-to-quantization-noise ratio in dB, as torchao's tests compute it:
+    20 log10(|ref| / |ref - actual|)."""
+    import numpy as np
+    ref = np.asarray(reference, dtype=np.float64)
+    err = ref - np.asarray(actual, dtype=np.float64)
+    noise = np.linalg.norm(err)
+    if noise == 0:
+        return float("inf")
+    return float(20 * np.log10(np.linalg.norm(ref) / noise))

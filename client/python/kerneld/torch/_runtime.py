@@ -52,8 +52,12 @@ def set_ref(ct: _lib.Tensor, ref: Ref) -> None:
 class Runtime:
     """A Client and what kerneld.torch needs around it. Thread-safe."""
 
-    def __init__(self, client: Client, a_scale_layout: str = "row_major"):
+    def __init__(self, client: Client, a_scale_layout: str = "row_major", sync: bool = False):
+        """sync=True (CUDA): every batch waits for the caller's stream on the host and runs
+        SYNC, so the daemon reports its kernel seconds (accumulated in `kernel_seconds`): for
+        measuring where time goes, not for training."""
         self.client = client
+        self.sync = sync
         self.events = EventPool()
         self.a_scale_layout = ScaleLayout[a_scale_layout.upper()]
         self.submits = 0
@@ -128,6 +132,10 @@ class Runtime:
             return
         index = device.index if device.index is not None else torch.cuda.current_device()
         stream = torch.cuda.current_stream(index)
+        if self.sync:
+            stream.synchronize()
+            self.kernel_seconds += self.client.submit(ops)
+            return
         pair = self.events.acquire(index)
         try:
             pair.wait.record(stream)

@@ -125,7 +125,8 @@ static void TestVersionAndErrors(const char* dir) {
   CHECK(strlen(kd_version_string()) > 0, "version string");
   CHECK(strcmp(kd_status_code_name(KD_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0, "code name");
   CHECK(strcmp(kd_status_code_name(99), "UNKNOWN") == 0, "unknown code name");
-  CHECK(kd_sizeof("kd_op") == sizeof(kd_op) && kd_sizeof("kd_tensor") == sizeof(kd_tensor), "sizes");
+  CHECK(kd_sizeof("kd_op") == sizeof(kd_op) && kd_sizeof("kd_tensor") == sizeof(kd_tensor),
+        "sizes");
   CHECK(kd_sizeof("kd_nothing") == 0, "unknown struct");
 
   kd_client_options options;

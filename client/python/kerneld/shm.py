@@ -115,7 +115,8 @@ class HostMemory:
                 self._index_add(block.ptr, block.ptr + block.size, block.buffer_id)
         raw = (ctypes.c_uint8 * nbytes).from_address(block.ptr)
         root = np.ctypeslib.as_array(raw)
-        weakref.finalize(root, self._give_back, block)
+        # Not at exit: an array still alive then must keep its mapping.
+        weakref.finalize(root, self._give_back, block).atexit = False
         return root
 
     def _give_back(self, block: _Block) -> None:

@@ -1,4 +1,4 @@
-"""Helpers of the GPU tests (tests/python/gpu)."""
+"""What the GPU tests (tests/python/gpu) share: the CUDA skip mark, SQNR, the output folder."""
 import os
 import tempfile
 

@@ -21,7 +21,7 @@ fi
 py=${PYTHON:-python3}
 export KERNELD_LIB=$bundle/bin/libkerneld_c.so
 export PYTHONPATH=$repo/client/python${PYTHONPATH:+:$PYTHONPATH}
-commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${KD_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

@@ -27,7 +27,9 @@ def quantize_1x128(x: torch.Tensor):
     amax = xf.abs().amax(dim=-1, keepdim=True).clamp(min=EPS)
     scale = torch.full_like(amax, FP8_MAX) / amax
     codes = (xf * scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).reshape(r, c)
-    return codes, (torch.ones_like(scale) / scale).reshape(r, c // 128)
+    # NOTE: row-major codes whatever the input's strides: _scaled_mm takes only row-major a and
+    # column-major b, and inductor otherwise keeps a transposed input's layout.
+    return codes.contiguous(), (torch.ones_like(scale) / scale).reshape(r, c // 128)
 
 
 def quantize_128x128(w: torch.Tensor):
@@ -101,7 +103,7 @@ class _InProcessFn(torch.autograd.Function):
             dx = dx.view(*lead, k).to(x_dtype)
         if ctx.needs_input_grad[1]:
             # dW (N,K) = dYᵀ (N,M) · X (M,K): both 1x128 along the tokens.
-            dw = torch._scaled_mm(dyt8, xt8.t(), scale_a=_col(sdyt),
+            dw = torch._scaled_mm(dyt8.contiguous(), xt8.contiguous().t(), scale_a=_col(sdyt),
                                   scale_b=sxt.t().contiguous(), out_dtype=torch.bfloat16)
             dw = dw.to(w_dtype)
         return dx, dw

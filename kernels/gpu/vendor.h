@@ -4,8 +4,10 @@
 // Vendor-specific pieces (matrix-core fragments, asynchronous copies) test KD_GPU_NVIDIA or
 // KD_GPU_AMD next to the code that needs them, never by copying a kernel.
 //
-//   KD_GPU_NVIDIA / KD_GPU_AMD   exactly one is 1 in a GPU translation unit
-//   KD_GPU_DEVICE_PASS           1 while compiling device code (either vendor), else 0
+//   KD_GPU_NVIDIA / KD_GPU_AMD   exactly one is 1 in a GPU translation unit; both are 0 under
+//                                KD_GPU_EMULATION, the host emulation the tile GEMM's tests run
+//                                the portable kernels under (tests/gpu/tile_gemm), which then
+//                                provides the launch coordinates and the barrier
 //   ThreadIndex(), BlockIndexX(), BlockIndexY()  the launch coordinates (1-D blocks)
 //   SyncThreads()                the CTA barrier with shared-memory ordering (__syncthreads)
 //
@@ -15,7 +17,10 @@
 #ifndef KERNELD_KERNELS_GPU_VENDOR_H_
 #define KERNELD_KERNELS_GPU_VENDOR_H_
 
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
+#if defined(KD_GPU_EMULATION)
+#define KD_GPU_AMD 0
+#define KD_GPU_NVIDIA 0
+#elif defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
 #define KD_GPU_AMD 1
 #define KD_GPU_NVIDIA 0
 #else
@@ -23,7 +28,14 @@
 #define KD_GPU_NVIDIA 1
 #endif
 
-#if KD_GPU_AMD
+#if defined(KD_GPU_EMULATION)
+#define __host__
+#define __device__
+#define __global__
+#define __shared__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#elif KD_GPU_AMD
 #include <hip/hip_runtime.h>
 
 #define cudaError_t hipError_t
@@ -40,16 +52,18 @@
 #include <cuda_runtime.h>
 #endif
 
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-#define KD_GPU_DEVICE_PASS 1
-#else
-#define KD_GPU_DEVICE_PASS 0
-#endif
-
+// Device helpers, for translation units a GPU compiler compiles (a host-only .cc sees the runtime
+// API alone).
+#if defined(__CUDACC__) || defined(__HIP__) || defined(KD_GPU_EMULATION)
 namespace kd {
 namespace gpu {
 
-#if KD_GPU_AMD
+#if defined(KD_GPU_EMULATION)
+int ThreadIndex();
+int BlockIndexX();
+int BlockIndexY();
+void SyncThreads();
+#elif KD_GPU_AMD
 __device__ __forceinline__ int ThreadIndex() {
   return static_cast<int>(__builtin_amdgcn_workitem_id_x());
 }
@@ -73,5 +87,6 @@ __device__ __forceinline__ void SyncThreads() { __syncthreads(); }
 
 }  // namespace gpu
 }  // namespace kd
+#endif
 
 #endif  // KERNELD_KERNELS_GPU_VENDOR_H_

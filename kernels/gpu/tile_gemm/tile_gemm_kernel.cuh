@@ -12,9 +12,9 @@
 #define KERNELD_KERNELS_GPU_TILE_GEMM_TILE_GEMM_KERNEL_CUH_
 
 // NOTE: the vendor runtime before fp8.h, whose KD_HOST_DEVICE uses the runtime's __forceinline__.
-#if defined(__HIP__)
+#if defined(__HIP__) && !defined(KD_GPU_EMULATION)
 #include <hip/hip_runtime.h>
-#else
+#elif !defined(KD_GPU_EMULATION)
 #include <cuda_runtime.h>
 #endif
 
@@ -48,8 +48,8 @@ struct TileTraits {
 
 // Device passes that have FP8 matrix instructions; in the others (gfx90a, or a host-only
 // view) the kernel body is a trap and the host never launches it (tile_gemm.h).
-#if KD_GPU_NVIDIA || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || \
-    defined(__gfx950__)
+#if KD_GPU_NVIDIA || defined(KD_GPU_EMULATION) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__) || defined(__gfx950__)
 #define KD_TILE_GEMM_HAS_FP8_MMA 1
 #else
 #define KD_TILE_GEMM_HAS_FP8_MMA 0
@@ -63,7 +63,7 @@ __device__ __forceinline__ void ZeroAcc(Acc& acc) {
 
 template <typename Mma, int kBlockM, int kBlockN, int kStages, int kWarpsM, int kWarpsN,
           bool kBKMajor>
-__global__ void __launch_bounds__(kWarpsM* kWarpsN* Mma::kLanes) TileGemmKernel(const Params p) {
+__global__ void __launch_bounds__(kWarpsM* kWarpsN* Mma::kLanes, 1) TileGemmKernel(const Params p) {
 #if !KD_TILE_GEMM_HAS_FP8_MMA
   __builtin_trap();
 #else
@@ -141,7 +141,13 @@ __global__ void __launch_bounds__(kWarpsM* kWarpsN* Mma::kLanes) TileGemmKernel(
     }
     const uint8_t* a_warp = a_tile(cur) + warp_m0 * kPitch;
     const uint8_t* b_warp = b_tile(cur) + warp_n0 * kPitch;
+// NOTE: on NVIDIA one 32-byte step at a time: unrolled, ptxas kept every step's fragments live
+// and spilled (sm_90a, 64x128); hipcc and clang-19 unroll it within their registers.
+#if KD_GPU_NVIDIA
+#pragma unroll 1
+#else
 #pragma unroll
+#endif
     for (int kk = 0; kk < kBlockK; kk += Mma::kK) {
       typename Mma::FragA fa[kFragsM];
       typename Mma::FragB fb[kFragsN];

@@ -9,16 +9,17 @@ namespace kd {
 namespace tile_gemm {
 namespace {
 
-// X(block_m, block_n, stages, warps_m, warps_n): the tile shapes each vendor builds. NVIDIA warps
-// take 64x32 sub-tiles of 16x16 fragments (4 x 2: 64 fp32 accumulators plus 64 for the block's
-// partial sums per thread); AMD's four wavefronts take 32x32 fragments, at most 64 KB of LDS per
-// workgroup on gfx942, so two stages of at most 192 tile rows.
+// X(block_m, block_n, stages, warps_m, warps_n): the tile shapes each vendor builds. NVIDIA: eight
+// warps of 16x16 fragments, 64x32 sub-tiles on 128x128 and 32x32 on the narrower tiles (with
+// four warps there, the 128 threads each held twice the staging registers and ptxas spilled);
+// AMD: four wavefronts of 32x32 fragments, at most 64 KB of LDS per workgroup on gfx942, so two
+// stages of at most 192 tile rows.
 #if KD_GPU_NVIDIA
 #define KD_TILE_SHAPES(X) \
   X(128, 128, 3, 2, 4)    \
   X(128, 128, 2, 2, 4)    \
-  X(64, 128, 3, 1, 4)     \
-  X(128, 64, 3, 2, 2)
+  X(64, 128, 3, 2, 4)     \
+  X(128, 64, 3, 4, 2)
 #else
 #define KD_TILE_SHAPES(X) \
   X(128, 64, 2, 2, 2)     \
@@ -91,10 +92,10 @@ int TileShapeThreads(const TileShape& s) {
   return 0;
 }
 
-cudaError_t LaunchTileGemmKernel(const Params& p, const TileShape& s, Fp8Kind a, Fp8Kind b,
-                                 cudaStream_t stream) {
+cudaError_t LaunchTileGemmKernel(const Params& p, const TileShape& s, cudaStream_t stream) {
 #define KD_LAUNCH(BM, BN, S, WM, WN) \
-  if (s == TileShape{BM, BN, S}) return LaunchShape<BM, BN, S, WM, WN>(p, a, b, stream);
+  if (s == TileShape{BM, BN, S})     \
+    return LaunchShape<BM, BN, S, WM, WN>(p, p.a_kind, p.b_kind, stream);
   KD_TILE_SHAPES(KD_LAUNCH)
 #undef KD_LAUNCH
   return cudaErrorInvalidValue;

@@ -15,11 +15,10 @@ bool TileShapeBuilt(const TileShape& shape);
 int TileShapeSmemBytes(const TileShape& shape);
 int TileShapeThreads(const TileShape& shape);
 
-// Enqueues the GEMM of `p` (checked by the caller: tile_gemm.h) on `stream` with operand
-// families `a` and `b`. cudaErrorInvalidValue for a shape this build does not have; otherwise
-// the runtime's launch error.
-cudaError_t LaunchTileGemmKernel(const Params& p, const TileShape& shape, Fp8Kind a, Fp8Kind b,
-                                 cudaStream_t stream);
+// Enqueues the GEMM of `p` (checked by the caller: tile_gemm_args.h) on `stream`.
+// cudaErrorInvalidValue for a shape this build does not have; otherwise the runtime's launch
+// error.
+cudaError_t LaunchTileGemmKernel(const Params& p, const TileShape& shape, cudaStream_t stream);
 
 // The PTX and binary architecture versions (e.g. 89 and 90: compute_89 PTX compiled for the
 // device at load time) of the kernel LaunchTileGemmKernel runs for `shape` with e4m3 operands and

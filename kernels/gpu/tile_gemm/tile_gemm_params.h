@@ -37,6 +37,8 @@ constexpr int kMaxGroups = 1024;
 
 struct Params {
   Mode mode = Mode::kDense;
+  Fp8Kind a_kind = Fp8Kind::kE4M3;  // the kernel is instantiated per pair
+  Fp8Kind b_kind = Fp8Kind::kE4M3;
   bool b_k_major = true;
   bool d_f32 = false;       // else bf16
   bool accumulate = false;  // D += result (f32 D only)

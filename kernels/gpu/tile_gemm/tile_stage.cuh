@@ -48,8 +48,15 @@ __device__ __forceinline__ void WaitAsync() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 #else
-// 16 bytes as one register quad (a vector value, never a memory object).
+#if KD_GPU_AMD
+// 16 bytes as one register quad (a vector value, never a memory object: as a struct, hipcc kept
+// the staging registers in scratch memory).
 typedef uint32_t Bytes16 __attribute__((ext_vector_type(4)));
+#else
+struct alignas(16) Bytes16 {  // the emulation's
+  uint32_t w[4];
+};
+#endif
 __device__ __forceinline__ void CommitAsync() {}
 template <int kPending>
 __device__ __forceinline__ void WaitAsync() {}
@@ -90,6 +97,7 @@ struct RowsLoader {
   Bytes16 regs[kChunks];
 #endif
 
+  __device__ RowsLoader(const uint8_t* b, int64_t l, int v) : base(b), ld(l), valid(v) {}
   __device__ void Issue(uint8_t* tile, int kb) {
     const int tid = gpu::ThreadIndex();
 #pragma unroll
@@ -133,6 +141,7 @@ struct ColumnsLoader {
   int valid;
   uint32_t regs[kUnits][4];
 
+  __device__ ColumnsLoader(const uint8_t* b, int64_t l, int v) : base(b), ld(l), valid(v) {}
   __device__ void Unit(int i, int& kq, int& cq) const {
     const int u = i * kThreads + gpu::ThreadIndex();
     kq = (u & 7) + ((u / (8 * kColQuads)) << 3);
@@ -189,6 +198,17 @@ struct ScalesLoader {
   int n0, b_valid;
   float regs[kPerThread];
 
+  __device__ ScalesLoader(const float* a_scales, int64_t a_ld, int a_rows, const float* b_scales,
+                          int64_t b_row, int64_t b_col, int b_shift, int first_col, int b_cols)
+      : sa(a_scales),
+        sa_ld(a_ld),
+        a_valid(a_rows),
+        sb(b_scales),
+        sb_row(b_row),
+        sb_col(b_col),
+        sb_shift(b_shift),
+        n0(first_col),
+        b_valid(b_cols) {}
   __device__ void Issue(int kb) {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {

@@ -1,11 +1,16 @@
 // The CPU backend against golden vectors computed by PyTorch (tests/data/make_golden.py, run on
 // the GPU machine; files in tests/data/golden/). Every case runs through kd::Validate and the CPU
 // backend's Run and must match bit for bit; fp8.h must match torch's float8 casts.
+//
+// The blockwise FP8 GEMM with e4m3fnuz operands against the float64 references of
+// tests/data/make_gemm_golden.py (tests/data/golden/gemm_fnuz/): every variant, within the fp32
+// budget the GEMM tests state (tests/kernels/gemm/gemm_test_util.h), NaN where the reference is.
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -161,6 +166,125 @@ void CheckCastTable(const std::string& fmt) {
     }
   }
 }
+
+// ---- GEMM, e4m3fnuz operands --------------------------------------------------------------
+
+const Value& GemmManifest() {
+  static const Value manifest = [] {
+    std::optional<Value> v = testing_json::Parse(ReadFile("gemm_fnuz/manifest.json"));
+    return v ? *v : Value();
+  }();
+  return manifest;
+}
+
+GemmVariant GemmVariantFromName(const std::string& n) {
+  static const std::map<std::string, GemmVariant> kNames = {
+      {"nt", GemmVariant::kNT},
+      {"nn", GemmVariant::kNN},
+      {"tn", GemmVariant::kTN},
+      {"m_grouped_nt", GemmVariant::kMGroupedNT},
+      {"k_grouped_tn", GemmVariant::kKGroupedTN}};
+  auto it = kNames.find(n);
+  return it == kNames.end() ? GemmVariant::kInvalid : it->second;
+}
+
+// The tensor `key` of GEMM case `c`, as `dtype` (the file's own dtype when kInvalid).
+HostTensor LoadGemmTensor(const Value& c, const std::string& key, DType dtype = DType::kInvalid) {
+  const Value& desc = c["tensors"][key];
+  if (dtype == DType::kInvalid) dtype = DTypeFromName(desc["dtype"].string);
+  return Load("gemm_fnuz/" + desc["file"].string, dtype, desc["shape"].AsInts());
+}
+
+std::vector<double> LoadDoubles(const Value& c, const std::string& key) {
+  const std::string bytes = ReadFile("gemm_fnuz/" + c["tensors"][key]["file"].string);
+  std::vector<double> out(bytes.size() / 8);
+  std::memcpy(out.data(), bytes.data(), out.size() * 8);
+  return out;
+}
+
+TEST(GoldenGemmManifestTest, CoversEveryVariantWithFnuzOperands) {
+  const Value& m = GemmManifest();
+  ASSERT_EQ(m.kind, Value::kObject) << "cannot read " << golden::Dir() << "/gemm_fnuz";
+  EXPECT_EQ(m["operand_dtype"].string, "e4m3fnuz");
+  std::set<std::string> variants, outs;
+  bool accumulate = false;
+  for (const Value& c : m["cases"].array) {
+    variants.insert(c["variant"].string);
+    outs.insert(c["out"].string);
+    accumulate |= c["accumulate"].boolean;
+  }
+  EXPECT_EQ(variants.size(), 5u);
+  EXPECT_EQ(outs.size(), 2u);
+  EXPECT_TRUE(accumulate);
+}
+
+class GoldenGemmTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GoldenGemmTest, CpuBackendMatchesFloat64ReferenceWithinBudget) {
+  const Value& c = GemmManifest()["cases"][GetParam()];
+  GemmArgs g;
+  g.variant = GemmVariantFromName(c["variant"].string);
+  g.accumulate = c["accumulate"].boolean;
+  HostTensor a = LoadGemmTensor(c, "a", DType::kE4M3FNUZ);
+  HostTensor b = LoadGemmTensor(c, "b", DType::kE4M3FNUZ);
+  HostTensor a_scales = LoadGemmTensor(c, "a_scales");
+  HostTensor b_scales = LoadGemmTensor(c, "b_scales");
+  const DType out = DTypeFromName(c["out"].string);
+  HostTensor d = g.accumulate ? LoadGemmTensor(c, "d_prior")
+                              : HostTensor(out, c["tensors"]["expected"]["shape"].AsInts());
+  HostTensor ends;
+  g.a = a.t;
+  g.b = b.t;
+  g.a_scales = a_scales.t;
+  g.b_scales = b_scales.t;
+  g.d = d.t;
+  if (c["tensors"].Has("group_ends")) {
+    ends = LoadGemmTensor(c, "group_ends");
+    g.group_ends = ends.t;
+  }
+  std::vector<double> prior(d.numel(), 0.0);
+  for (int64_t i = 0; g.accumulate && i < d.numel(); ++i) prior[i] = d.as<float>()[i];
+  const Op op = g;
+  ASSERT_TRUE(Validate(op).ok()) << Validate(op);
+  std::unique_ptr<Backend> cpu = CreateCpuBackend(2);
+  std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
+  ASSERT_TRUE(cpu->Run(op, *stream, {}).ok());
+
+  const std::vector<double> expected = LoadDoubles(c, "expected"), mass = LoadDoubles(c, "mass");
+  ASSERT_EQ(static_cast<int64_t>(expected.size()), d.numel());
+  ASSERT_EQ(mass.size(), expected.size());
+  const int64_t reduction = g.variant == GemmVariant::kNN ? b.t.shape[0] : a.t.shape[1];
+  const double rel = (reduction / 128 + 24) * std::ldexp(1.0, -24);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    const double got =
+        out == DType::kF32 ? d.as<float>()[i] : fp8::BF16ToFloat(d.as<uint16_t>()[i]);
+    const double want = prior[i] + expected[i];
+    if (std::isnan(expected[i])) {
+      if (!std::isnan(got) && bad++ < 5) ADD_FAILURE() << "element " << i << ": " << got;
+      continue;
+    }
+    double bound = rel * mass[i];
+    if (out == DType::kBF16) bound += std::ldexp(std::fabs(want), -8);
+    if (g.accumulate) bound += std::ldexp(std::fabs(prior[i]) + std::fabs(want), -23);
+    if (!(std::fabs(got - want) <= bound) && bad++ < 5) {
+      ADD_FAILURE() << c["name"].string << " element " << i << ": cpu " << got << ", reference "
+                    << want << ", bound " << bound;
+    }
+  }
+  EXPECT_EQ(bad, 0) << c["name"].string;
+}
+
+std::vector<size_t> GemmCaseIndices() {
+  std::vector<size_t> v;
+  for (size_t i = 0; i < GemmManifest()["cases"].size(); ++i) v.push_back(i);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fnuz, GoldenGemmTest, ::testing::ValuesIn(GemmCaseIndices()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return GemmManifest()["cases"][info.param]["name"].string;
+                         });
 
 TEST(GoldenCastTest, E4m3fnMatchesTorch) { CheckCastTable<fp8::E4M3FN>("e4m3fn"); }
 TEST(GoldenCastTest, E4m3fnuzMatchesTorch) { CheckCastTable<fp8::E4M3FNUZ>("e4m3fnuz"); }

@@ -13,7 +13,8 @@ progs="tests/gpu/cuda_backend_test tests/gpu/executor_gpu_test tests/gpu/cuda_go
 tests/gpu/daemon_gpu_test tests/gpu/cuda_gemm_tune_test tests/kernels/gemm/kernels_gemm_cuda_test
 tests/gpu/kernel_timer_test bench/gpu/cuda_call_bench bench/gpu/ipc_order_bench
 tests/gpu/kd_ipc_peer tests/gpu/kd_gpu_client bench/gpu/quant_pad_bench bench/gpu/quant_e2e_bench
-bench/gpu_gemm/gpu_gemm_bench server/kerneld client/kctl/kctl"
+bench/gpu_gemm/gpu_gemm_bench tests/gpu/tile_gemm/tile_gemm_test bench/tile_gemm/tile_gemm_bench
+server/kerneld client/kctl/kctl"
 for p in $progs; do
   # One call per program: the tool stops (and fails) after a program that has no library to
   # bundle, such as the statically linked kd_ipc_peer; the program is copied all the same.

@@ -3,7 +3,9 @@
 # bench/gpu/bundle.sh (bin/, lib/, golden/: unpack its b.tar.xz on the GPU machine first).
 #   run_gpu_suite.sh BUNDLE_DIR OUT_DIR
 # Writes tests.log, quant_pad.json, e2e_*.json (run_e2e.sh), kerneld_*.log, gemm.json,
-# gemm_power.json (with GEMM_POWER), sass.txt, gemm_sass.txt, env.txt under OUT_DIR. Programs missing from the bundle are skipped.
+# gemm_power.json (with GEMM_POWER), tile_gemm.json, tile_gemm_ptx89.json, sass.txt,
+# gemm_sass.txt, tile_gemm_sass.txt, env.txt under OUT_DIR. Programs missing from the bundle are
+# skipped.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$1" && pwd); out=$2
@@ -42,7 +44,31 @@ if [ -x ./bin/gpu_gemm_bench ]; then
     echo "=== gpu_gemm_bench --power rc=$?" >> "$out/tests.log"
   fi
 fi
+if [ -x ./bin/tile_gemm_test ]; then
+  # The portable tile GEMM: its sm_90a SASS, then the compute_89 PTX compiled by the driver (what
+  # an sm_89 part runs; cuBLASLt is left out there, its kernels may have no PTX to compile).
+  timeout 600 ./bin/tile_gemm_test --gtest_brief=1 >> "$out/tests.log" 2>&1
+  echo "=== tile_gemm_test rc=$?" >> "$out/tests.log"
+  CUDA_FORCE_PTX_JIT=1 KD_EXPECT_TILE_GEMM_PTX=89 timeout 600 ./bin/tile_gemm_test \
+    --gtest_brief=1 --gtest_filter=-*Cublas* >> "$out/tests.log" 2>&1
+  echo "=== tile_gemm_test (compute_89 PTX) rc=$?" >> "$out/tests.log"
+fi
+if [ -x ./bin/tile_gemm_bench ]; then
+  timeout 400 ./bin/tile_gemm_bench --samples=${GEMM_SAMPLES:-7} > "$out/tile_gemm.json" \
+    2>> "$out/tests.log"
+  echo "=== tile_gemm_bench rc=$?" >> "$out/tests.log"
+  CUDA_FORCE_PTX_JIT=1 timeout 400 ./bin/tile_gemm_bench --samples=${GEMM_SAMPLES:-7} --tile_only \
+    > "$out/tile_gemm_ptx89.json" 2>> "$out/tests.log"
+  echo "=== tile_gemm_bench (compute_89 PTX) rc=$?" >> "$out/tests.log"
+fi
 if command -v cuobjdump > /dev/null; then
+  # The tile GEMM kernels' matrix instructions (mma.sync FP8) and local-memory traffic.
+  if [ -x ./bin/tile_gemm_bench ]; then
+    cuobjdump -sass -arch sm_90a bin/tile_gemm_bench > /tmp/tile.sass 2>&1
+    awk '/Function :/ {name=$3; t=(name ~ /TileGemmKernel/)} t && /MMA/ {match($0, /[A-Z]*MMA[A-Z0-9.]*/); m[name " " substr($0, RSTART, RLENGTH)]++}
+         t && /LDL|STL/ {l[name]++} END {for (k in m) print "tile", k, m[k]; for (f in l) print "tile", f, "LDL/STL", l[f]}' \
+      /tmp/tile.sass | sort > "$out/tile_gemm_sass.txt"
+  fi
   # Per-kernel instruction counts; QGMMA and LDL/STL counts of the GEMM kernels.
   cuobjdump -sass bin/gpu_gemm_bench > /tmp/gemm.sass 2>&1
   awk '/Function :/ {name=$3} /QGMMA/ {q[name]++} /LDL|STL/ {l[name]++}

@@ -52,7 +52,7 @@
 #include <cuda_runtime.h>
 #endif
 
-// Device helpers, for translation units a GPU compiler compiles (a host-only .cc sees the runtime
+// Device functions, for translation units a GPU compiler compiles (a host-only .cc sees the runtime
 // API alone).
 #if defined(__CUDACC__) || defined(__HIP__) || defined(KD_GPU_EMULATION)
 namespace kd {

@@ -3,6 +3,8 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 
+#include <unistd.h>
+
 #include <thread>
 #include <utility>
 
@@ -13,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/channel.h"
+#include "client/fd_channel.h"
 #include "client/submit_ring_client.h"
 #include "kerneld/client/status.h"
 
@@ -126,7 +129,20 @@ Client::Client(std::string target, const ClientOptions& options,
     : target_(std::move(target)),
       options_(options),
       channel_(std::move(channel)),
-      stub_(v1::DataPlane::NewStub(channel_)) {}
+      stub_(v1::DataPlane::NewStub(channel_)),
+      fd_channel_(std::make_unique<internal::FdChannel>(internal::FdSocketPathFor(target_))) {}
+
+absl::StatusOr<v1::FdReply> Client::CallFd(const v1::FdRequest& request, int fd, int* fd_out) {
+  absl::StatusOr<internal::FdChannel::Result> result =
+      fd_channel_->Call(request, fd, options_.control_timeout);
+  if (!result.ok()) return result.status();
+  if (fd_out != nullptr) {
+    *fd_out = result->fd;
+  } else if (result->fd >= 0) {
+    close(result->fd);
+  }
+  return std::move(result->reply);
+}
 
 Client::~Client() = default;
 
@@ -136,16 +152,14 @@ absl::Status Client::AttachSubmitRing(const SubmitRingOptions& ring_options) {
   absl::StatusOr<std::unique_ptr<internal::SubmitRingClient>> ring =
       internal::SubmitRingClient::Create(ring_options);
   if (!ring.ok()) return ring.status();
-  v1::AttachSubmitRingRequest request;
-  request.set_session_id(session_->id);
-  request.set_shm_name((*ring)->shm().name());
-  request.set_size((*ring)->shm().size());
-  v1::AttachSubmitRingResponse response;
-  grpc::ClientContext context;
-  internal::SetTimeout(context, options_.control_timeout);
-  const grpc::Status status = stub_->AttachSubmitRing(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  // The daemon has its own mapping now; no name is left behind if this process dies.
+  v1::FdRequest request;
+  v1::AttachSubmitRingRequest* attach = request.mutable_attach_submit_ring();
+  attach->set_session_id(session_->id);
+  attach->set_attached_fd(true);
+  attach->set_size((*ring)->shm().size());
+  absl::StatusOr<v1::FdReply> reply = CallFd(request, (*ring)->shm().fd());
+  if (!reply.ok()) return reply.status();
+  // A named ring's name is not needed any more: none is left behind if this process dies.
   (*ring)->shm().Unlink().IgnoreError();
   ring_ = *std::move(ring);
   return absl::OkStatus();
@@ -248,18 +262,26 @@ absl::StatusOr<v1::RegisterBufferResponse> Client::RegisterShm(absl::string_view
 absl::StatusOr<uint64_t> Client::RegisterBuffer(ShmBuffer& buffer) {
   if (!buffer.valid()) return absl::InvalidArgumentError("buffer is not mapped");
   if (buffer.buffer_id() != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "buffer ", buffer.name(), " is already registered as id ", buffer.buffer_id()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("buffer ", buffer.name().empty() ? "(memfd)" : buffer.name(),
+                     " is already registered as id ", buffer.buffer_id()));
   }
-  absl::StatusOr<v1::RegisterBufferResponse> response = RegisterShm(buffer.name(), buffer.size());
-  if (!response.ok()) return response.status();
-  buffer.set_buffer_id(response->buffer_id());
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::FdRequest request;
+  v1::RegisterBufferRequest* registration = request.mutable_register_buffer();
+  registration->set_session_id(session_->id);
+  registration->set_attached_fd(true);
+  registration->set_size(buffer.size());
+  absl::StatusOr<v1::FdReply> reply = CallFd(request, buffer.fd());
+  if (!reply.ok()) return reply.status();
+  const uint64_t id = reply->register_buffer().buffer_id();
+  buffer.set_buffer_id(id);
   if (options_.unlink_after_register) {
     // The registration stands either way; a name that could not be removed is only what
     // unlink_after_register exists to avoid, and destruction tries again.
     buffer.Unlink().IgnoreError();
   }
-  return response->buffer_id();
+  return id;
 }
 
 absl::StatusOr<v1::AllocateBufferResponse> Client::AllocateBufferRaw(uint64_t size,
@@ -281,21 +303,34 @@ absl::StatusOr<v1::AllocateBufferResponse> Client::AllocateBufferRaw(uint64_t si
 
 absl::StatusOr<ShmBuffer> Client::AllocateBuffer(uint64_t size, absl::string_view backend,
                                                  int device) {
-  absl::StatusOr<v1::AllocateBufferResponse> response = AllocateBufferRaw(size, backend, device);
-  if (!response.ok()) return response.status();
-  if (response->handle_case() != v1::AllocateBufferResponse::kShmName) {
+  if (absl::Status s = RequireSession(); !s.ok()) return s;
+  v1::FdRequest request;
+  v1::AllocateBufferRequest* allocation = request.mutable_allocate_buffer();
+  allocation->set_session_id(session_->id);
+  allocation->set_size(size);
+  allocation->set_backend(std::string(backend));
+  allocation->set_device(device);
+  int fd = -1;
+  absl::StatusOr<v1::FdReply> reply = CallFd(request, -1, &fd);
+  if (!reply.ok()) return reply.status();
+  const v1::AllocateBufferResponse& response = reply->allocate_buffer();
+  if (response.handle_case() != v1::AllocateBufferResponse::kAttachedFd || fd < 0) {
+    if (fd >= 0) close(fd);
     // The daemon holds the allocation; hand it back rather than leak it until the session ends.
-    ReleaseBuffer(response->buffer_id()).IgnoreError();
-    return absl::UnimplementedError(
-        "the daemon allocated device memory (an IPC handle), which is not host-mappable; use "
-        "AllocateBufferRaw");
+    ReleaseBuffer(response.buffer_id()).IgnoreError();
+    if (response.handle_case() == v1::AllocateBufferResponse::kIpc) {
+      return absl::UnimplementedError(
+          "the daemon allocated device memory (an IPC handle), which is not host-mappable; use "
+          "AllocateBufferRaw");
+    }
+    return absl::InternalError("the daemon's reply carries no descriptor of the memory");
   }
-  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Map(response->shm_name(), response->size());
+  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Adopt(fd, response.size());
   if (!buffer.ok()) {
-    ReleaseBuffer(response->buffer_id()).IgnoreError();
+    ReleaseBuffer(response.buffer_id()).IgnoreError();
     return buffer.status();
   }
-  buffer->set_buffer_id(response->buffer_id());
+  buffer->set_buffer_id(response.buffer_id());
   return buffer;
 }
 
@@ -327,8 +362,8 @@ absl::Status Client::ReleaseBuffer(uint64_t buffer_id) {
 
 absl::Status Client::ReleaseBuffer(ShmBuffer& buffer) {
   if (buffer.buffer_id() == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("buffer ", buffer.name(), " is not registered"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer ", buffer.name().empty() ? "(memfd)" : buffer.name(), " is not registered"));
   }
   absl::Status status = ReleaseBuffer(buffer.buffer_id());
   if (status.ok()) buffer.set_buffer_id(0);

@@ -64,9 +64,28 @@ std::string UniqueName(absl::string_view prefix) {
 absl::StatusOr<ShmBuffer> ShmBuffer::Create(uint64_t size, const ShmOptions& options) {
   if (size == 0) return absl::InvalidArgumentError("size=0: a shm buffer needs at least 1 byte");
   if (absl::Status s = CheckName(options.name_prefix, "name_prefix"); !s.ok()) return s;
-  constexpr int kAttempts = 8;
+  if (size > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+    return ErrnoStatus(EFBIG, absl::StrCat("ftruncate to ", size, " bytes"));
+  }
   std::string name;
   int fd = -1;
+  if (!options.named) {
+    const std::string label = UniqueName(options.name_prefix).substr(1);
+    fd = memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("memfd_create ", label));
+    auto fail = [&](absl::string_view what) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, absl::StrCat(what, " ", label));
+    };
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) return fail("ftruncate");
+    // Nobody (this process included) can shrink it under the daemon's mapping.
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) return fail("sealing");
+    void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) return fail("mmap");
+    return ShmBuffer(std::string(), fd, data, size, /*owns_name=*/false);
+  }
+  constexpr int kAttempts = 8;
   for (int attempt = 0; attempt < kAttempts && fd < 0; ++attempt) {
     name = UniqueName(options.name_prefix);
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, options.mode & 07777);
@@ -84,15 +103,10 @@ absl::StatusOr<ShmBuffer> ShmBuffer::Create(uint64_t size, const ShmOptions& opt
   if (options.group.has_value() && fchown(fd, static_cast<uid_t>(-1), *options.group) != 0) {
     return fail("fchown");
   }
-  if (size > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
-    errno = EFBIG;
-    return fail("ftruncate");
-  }
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) return fail("ftruncate");
   void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) return fail("mmap");
-  close(fd);  // the mapping keeps the object alive; no descriptor per buffer
-  return ShmBuffer(std::move(name), data, size, /*owns_name=*/true);
+  return ShmBuffer(std::move(name), fd, data, size, /*owns_name=*/true);
 }
 
 absl::StatusOr<ShmBuffer> ShmBuffer::Map(absl::string_view name, uint64_t size) {
@@ -101,29 +115,44 @@ absl::StatusOr<ShmBuffer> ShmBuffer::Map(absl::string_view name, uint64_t size) 
   std::string owned_name(name);
   const int fd = shm_open(owned_name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("shm_open ", owned_name));
+  absl::StatusOr<ShmBuffer> mapped = Adopt(fd, size);
+  if (!mapped.ok()) {
+    return absl::Status(mapped.status().code(),
+                        absl::StrCat("shm object ", owned_name, ": ", mapped.status().message()));
+  }
+  mapped->name_ = std::move(owned_name);
+  return mapped;
+}
+
+absl::StatusOr<ShmBuffer> ShmBuffer::Adopt(int fd, uint64_t size) {
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("fd=", fd, " is not a descriptor"));
+  if (size == 0) {
+    close(fd);
+    return absl::InvalidArgumentError("size=0: a shm buffer needs at least 1 byte");
+  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return ErrnoStatus(err, absl::StrCat("fstat ", owned_name));
+    return ErrnoStatus(err, "fstat");
   }
   if (static_cast<uint64_t>(st.st_size) < size) {
     close(fd);
-    return absl::OutOfRangeError(absl::StrCat("shm object ", owned_name, " has ", st.st_size,
-                                              " bytes, fewer than the ", size, " requested"));
+    return absl::OutOfRangeError(
+        absl::StrCat("the memory has ", st.st_size, " bytes, fewer than the ", size, " requested"));
   }
   void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
     const int err = errno;
     close(fd);
-    return ErrnoStatus(err, absl::StrCat("mmap ", owned_name));
+    return ErrnoStatus(err, "mmap");
   }
-  close(fd);
-  return ShmBuffer(std::move(owned_name), data, size, /*owns_name=*/false);
+  return ShmBuffer(std::string(), fd, data, size, /*owns_name=*/false);
 }
 
 ShmBuffer::ShmBuffer(ShmBuffer&& other) noexcept
     : name_(std::move(other.name_)),
+      fd_(std::exchange(other.fd_, -1)),
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       owns_name_(std::exchange(other.owns_name_, false)),
@@ -136,6 +165,7 @@ ShmBuffer& ShmBuffer::operator=(ShmBuffer&& other) noexcept {
     Reset();
     name_ = std::move(other.name_);
     other.name_.clear();
+    fd_ = std::exchange(other.fd_, -1);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     owns_name_ = std::exchange(other.owns_name_, false);
@@ -157,8 +187,10 @@ absl::Status ShmBuffer::Unlink() {
 
 void ShmBuffer::Reset() {
   if (data_ != nullptr) munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
   if (owns_name_) shm_unlink(name_.c_str());
   name_.clear();
+  fd_ = -1;
   data_ = nullptr;
   size_ = 0;
   owns_name_ = false;

@@ -1,6 +1,7 @@
 #include "kerneld/kernels/registry.h"
 
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/client_string.h"
 
 namespace kd {
 
@@ -10,7 +11,7 @@ absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
   const std::string& want = options.preferred;
   if (want != "auto" && want != "cpu" && want != "cuda" && want != "hip") {
     return absl::InvalidArgumentError(
-        absl::StrCat("backend=\"", want, "\" must be one of auto, cpu, cuda, hip"));
+        absl::StrCat("backend=\"", EchoClientString(want), "\" must be one of auto, cpu, cuda, hip"));
   }
 #if defined(KD_HAVE_CUDA)
   if (want == "auto" || want == "cuda") {

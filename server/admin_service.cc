@@ -124,6 +124,8 @@ class AdminService final : public v1::Admin::CallbackService {
       info->set_idle_seconds(absl::ToDoubleSeconds(now - s->last_activity()));
       info->set_lease_seconds(s->lease_seconds());
       info->set_submit_ring(s->HasAttachment(kSubmitRingAttachment));
+      info->set_pid(s->peer() ? s->peer()->pid : 0);
+      info->set_uid(s->peer() ? static_cast<int64_t>(s->peer()->uid) : -1);
       buffers += u.buffers;
       bytes += u.bytes;
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "kerneld/kernels/client_string.h"
 
 namespace kd {
 namespace {
@@ -99,7 +100,8 @@ class TuneReactor : public grpc::ServerWriteReactor<v1::TuneProgress> {
       const v1::TuneShape& s = req.shapes(i);
       if (!s.op().empty() && s.op() != "gemm") {
         return absl::InvalidArgumentError(
-            absl::StrCat("shapes[", i, "].op=\"", s.op(), "\" is not tunable (only \"gemm\")"));
+            absl::StrCat("shapes[", i, "].op=\"", EchoClientString(s.op()),
+                         "\" is not tunable (only \"gemm\")"));
       }
       job.shapes.push_back(TuneShapeFromProto(s));
     }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/client_string.h"
 #include "kerneld/server/daemon.h"
 #ifdef KD_HAVE_CUDA_GEMM_HARNESS
 #include "kerneld/kernels/cuda_gemm_harness.h"
@@ -269,7 +270,8 @@ absl::Status AutotuneManager::Pin(absl::string_view key_text, absl::string_view 
   ModelCache* c = FindForKey(*key);
   if (c == nullptr) {
     return absl::NotFoundError(
-        absl::StrCat("no device of this node is a \"", key->device, "\" (", key->arch, ")"));
+        absl::StrCat("no device of this node is a \"", EchoClientString(key->device), "\" (",
+                     EchoClientString(key->arch), ")"));
   }
   const absl::Status s = c->cache->Pin(*key, config);
   if (s.ok()) Persist(*c);
@@ -282,7 +284,8 @@ absl::Status AutotuneManager::Unpin(absl::string_view key_text) {
   ModelCache* c = FindForKey(*key);
   if (c == nullptr) {
     return absl::NotFoundError(
-        absl::StrCat("no device of this node is a \"", key->device, "\" (", key->arch, ")"));
+        absl::StrCat("no device of this node is a \"", EchoClientString(key->device), "\" (",
+                     EchoClientString(key->arch), ")"));
   }
   const absl::Status s = c->cache->Unpin(*key);
   if (s.ok()) Persist(*c);
@@ -317,7 +320,8 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
                                    const std::function<bool()>& cancelled) {
   Backend* backend = job.backend.empty() ? backends_->Default() : backends_->GetByName(job.backend);
   if (backend == nullptr) {
-    return absl::NotFoundError(absl::StrCat("backend=\"", job.backend, "\" is not present"));
+    return absl::NotFoundError(
+        absl::StrCat("backend=\"", EchoClientString(job.backend), "\" is not present"));
   }
   ModelCache* c = Find(backend, job.device);
   if (c == nullptr) {

@@ -1,21 +1,31 @@
 #include "kerneld/server/daemon.h"
 
-#include <grp.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "kerneld/kernels/status_macros.h"
+#include "server/connection_acceptor.h"
 #include "server/log.h"
 #include "server/services.h"
+#include "server/unique_fd.h"
+#include "server/unix_socket.h"
 
 #ifndef KD_VERSION
 #define KD_VERSION "0.0.0"
@@ -25,60 +35,90 @@ namespace kd {
 
 const char* KerneldVersion() { return KD_VERSION; }
 
+std::string FdSocketPath(const std::string& data_socket) { return data_socket + ".fd"; }
+
 namespace {
 
-// Creates the socket's directory if needed (0755; the socket's own mode is what guards it).
-absl::Status PrepareSocketPath(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) {
-    const std::string dir = path.substr(0, slash);
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
+// Says clearly when the metrics port is taken (the HTTP server's own error does not), before
+// anything else is set up: a second daemon with the same --metrics_address stops here.
+absl::Status CheckMetricsAddressFree(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return absl::OkStatus();  // the HTTP server reports the form
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port == "0") return absl::OkStatus();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return absl::OkStatus();  // not resolvable here: the HTTP server reports it
+  }
+  absl::Status status;
+  for (addrinfo* ai = found; ai != nullptr && status.ok(); ai = ai->ai_next) {
+    UniqueFd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!fd.valid()) continue;
+    const int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // as the HTTP server does
+    if (bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "metrics_address=", address,
+          ": address already in use (another kerneld or another program listens there); "
+          "give this daemon another --metrics_address, or an empty one for no metrics"));
     }
   }
-  return absl::OkStatus();
+  freeaddrinfo(found);
+  return status;
 }
 
-absl::Status SetSocketMode(const std::string& path, mode_t mode, const std::string& group) {
-  if (!group.empty()) {
-    struct group* g = getgrnam(group.c_str());
-    if (g == nullptr)
-      return absl::InvalidArgumentError(
-          absl::StrCat("socket_group=\"", group, "\" is not a known group"));
-    if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("chown ", path, " to group ", group, ": ", strerror(errno)));
+// Pool objects that a daemon of an earlier version left in /dev/shm when it died
+// ("kerneld.<pid>.<16 hex>.<n>"; pools are memfds now and leave none): removed when the pid is
+// not a running process and this user owns the object.
+void SweepDeadPoolObjects() {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  int removed = 0;
+  for (dirent* e; (e = readdir(dir)) != nullptr;) {
+    std::vector<absl::string_view> parts = absl::StrSplit(e->d_name, '.');
+    int pid = 0;
+    uint64_t id = 0;
+    if (parts.size() != 4 || parts[0] != "kerneld" || !absl::SimpleAtoi(parts[1], &pid) ||
+        pid <= 0 || parts[2].size() != 16 ||
+        parts[2].find_first_not_of("0123456789abcdef") != absl::string_view::npos ||
+        !absl::SimpleAtoi(parts[3], &id)) {
+      continue;
     }
+    struct stat st;
+    if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid()) {
+      continue;
+    }
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its daemon may still run
+    if (unlinkat(dirfd(dir), e->d_name, 0) == 0) ++removed;
   }
-  if (chmod(path.c_str(), mode) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("chmod ", path, ": ", strerror(errno)));
-  }
-  return absl::OkStatus();
+  closedir(dir);
+  if (removed > 0) Log("removed %d pool objects of dead daemons from /dev/shm", removed);
 }
 
-// Builds and starts a server on a Unix socket created with `mode` (umask set around the bind, so
-// the socket is never reachable with wider rights, then chmod to be explicit).
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
-    const std::string& socket, mode_t mode, const std::string& group,
+// A gRPC server for connections the acceptor hands it (and a TCP port, when given).
+absl::StatusOr<std::unique_ptr<grpc::Server>> BuildServer(
     const std::string& tcp_address, int max_message_bytes,
     const std::vector<grpc::Service*>& services) {
-  KD_RETURN_IF_ERROR(PrepareSocketPath(socket));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", socket), grpc::InsecureServerCredentials());
   if (!tcp_address.empty())
     builder.AddListeningPort(tcp_address, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);
-  const mode_t old_umask = umask(0777 & ~mode);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  umask(old_umask);
   if (server == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on unix:", socket,
-                     tcp_address.empty() ? "" : absl::StrCat(" and ", tcp_address)));
+    return absl::UnavailableError(tcp_address.empty()
+                                      ? std::string("cannot start a gRPC server")
+                                      : absl::StrCat("cannot listen on ", tcp_address));
   }
-  KD_RETURN_IF_ERROR(SetSocketMode(socket, mode, group));
   return server;
 }
 
@@ -90,12 +130,18 @@ Daemon::~Daemon() { Shutdown(absl::Seconds(1)); }
 
 absl::Status Daemon::Start() {
   started_ = absl::Now();
+  // First the locks: while another daemon holds them, nothing else is touched.
+  KD_ASSIGN_OR_RETURN(data_lock_, PathLock::Acquire(options_.data_socket));
+  KD_ASSIGN_OR_RETURN(admin_lock_, PathLock::Acquire(options_.admin_socket));
+  if (!options_.metrics_address.empty())
+    KD_RETURN_IF_ERROR(CheckMetricsAddressFree(options_.metrics_address));
   KD_ASSIGN_OR_RETURN(backends_, BackendRegistry::Create(options_.backends));
   std::vector<std::string> names;
   for (Backend* b : backends_->All()) names.push_back(std::string(b->name()));
   metrics_ = std::make_unique<Metrics>(KerneldVersion(), absl::StrJoin(names, ","));
   if (!options_.metrics_address.empty())
     KD_RETURN_IF_ERROR(metrics_->Serve(options_.metrics_address));
+  SweepDeadPoolObjects();
   sessions_ = std::make_unique<SessionManager>(options_.limits);
   autotune_ = std::make_unique<AutotuneManager>(backends_.get(), metrics_.get(), options_.autotune);
   KD_RETURN_IF_ERROR(autotune_->Start());
@@ -107,28 +153,47 @@ absl::Status Daemon::Start() {
       options_.inline_async);
   KD_RETURN_IF_ERROR(executor_->Start());
 
-  data_service_ = MakeDataPlaneService(this);
+  DataPlane data_plane = MakeDataPlane(this);
+  data_service_ = std::move(data_plane.service);
   admin_service_ = MakeAdminService(this, /*trusted=*/true);
   denied_admin_service_ = MakeAdminService(this, /*trusted=*/false);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  KD_ASSIGN_OR_RETURN(
-      data_server_,
-      StartServer(options_.data_socket, 0660, options_.socket_group, options_.tcp_address,
-                  options_.max_message_bytes, {data_service_.get(), denied_admin_service_.get()}));
+  KD_ASSIGN_OR_RETURN(data_server_,
+                      BuildServer(options_.tcp_address, options_.max_message_bytes,
+                                  {data_service_.get(), denied_admin_service_.get()}));
   KD_ASSIGN_OR_RETURN(admin_server_,
-                      StartServer(options_.admin_socket, 0600, "", "", options_.max_message_bytes,
-                                  {admin_service_.get()}));
+                      BuildServer("", options_.max_message_bytes, {admin_service_.get()}));
+  KD_RETURN_IF_ERROR(BindSockets());
+  acceptor_ = std::make_unique<ConnectionAcceptor>(&peers_);
+  acceptor_->AddGrpcListener(data_listener_->fd(), data_server_.get());
+  acceptor_->AddGrpcListener(admin_listener_->fd(), admin_server_.get());
+  // Each session's process needs one fd-socket connection; the rest is slack for reconnects.
+  acceptor_->AddFdListener(fd_listener_->fd(), std::move(data_plane.fd_handler),
+                           size_t{2} * options_.limits.max_sessions + 64);
+  KD_RETURN_IF_ERROR(acceptor_->Start());
   data_server_->GetHealthCheckService()->SetServingStatus(true);
   admin_server_->GetHealthCheckService()->SetServingStatus(true);
   reaper_ = std::thread([this] { ReapLoop(); });
-  Log("kerneld %s serving: data unix:%s%s, admin unix:%s, metrics %s, backends %s",
+  Log("kerneld %s serving: data unix:%s%s (descriptors on %s), admin unix:%s, metrics %s, "
+      "backends %s",
       KerneldVersion(), options_.data_socket.c_str(),
       options_.tcp_address.empty() ? "" : absl::StrCat(" and ", options_.tcp_address).c_str(),
-      options_.admin_socket.c_str(),
+      fd_listener_->path().c_str(), options_.admin_socket.c_str(),
       metrics_->address().empty() ? "(off)"
                                   : ("http://" + metrics_->address() + "/metrics").c_str(),
       absl::StrJoin(names, ",").c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::BindSockets() {
+  KD_ASSIGN_OR_RETURN(data_listener_, UnixListener::Bind(options_.data_socket, SOCK_STREAM, 0660,
+                                                         options_.socket_group));
+  KD_ASSIGN_OR_RETURN(fd_listener_,
+                      UnixListener::Bind(FdSocketPath(options_.data_socket), SOCK_SEQPACKET, 0660,
+                                         options_.socket_group));
+  KD_ASSIGN_OR_RETURN(admin_listener_,
+                      UnixListener::Bind(options_.admin_socket, SOCK_STREAM, 0600, ""));
   return absl::OkStatus();
 }
 
@@ -143,6 +208,8 @@ void Daemon::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   draining_ = true;
   const auto deadline = std::chrono::system_clock::now() + absl::ToChronoSeconds(grace);
+  // No new connections, and the fd socket's connections close.
+  if (acceptor_) acceptor_->Stop();
   if (data_server_) data_server_->Shutdown(deadline);
   if (admin_server_) admin_server_->Shutdown(deadline);
   if (reaper_.joinable()) {
@@ -156,8 +223,13 @@ void Daemon::Shutdown(absl::Duration grace) {
   executor_.reset();  // finishes what was queued
   autotune_.reset();  // after the executor, whose hook it is; finishes a background tune
   sessions_.reset();  // releases every buffer
-  if (!options_.data_socket.empty()) unlink(options_.data_socket.c_str());
-  if (!options_.admin_socket.empty()) unlink(options_.admin_socket.c_str());
+  // Only the socket files this daemon bound, and only then its locks.
+  acceptor_.reset();
+  data_listener_.reset();
+  fd_listener_.reset();
+  admin_listener_.reset();
+  data_lock_.reset();
+  admin_lock_.reset();
 }
 
 void Daemon::ReapLoop() {

@@ -5,8 +5,10 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kerneld/server/proto_convert.h"
+#include "server/host_memory.h"
 #include "server/rpc_call.h"
 #include "server/services.h"
 #include "server/submit_ring_server.h"
@@ -120,9 +122,70 @@ class SessionStream : public grpc::ServerWriteReactor<v1::SessionEvent> {
   v1::SessionEvent last_;
 };
 
+// Who a buffer or ring request acts for, and the descriptor that came with it.
+struct Caller {
+  // The peer of the connection the request came on: exact on the fd socket; from the daemon's
+  // PeerTable over gRPC (nullopt over TCP).
+  std::optional<PeerCredentials> connection;
+  bool fd_socket = false;
+  UniqueFd fd;  // fd socket: the descriptor sent with the request
+};
+
 class DataPlaneService final : public v1::DataPlane::CallbackService {
  public:
   explicit DataPlaneService(Daemon* daemon) : daemon_(daemon) {}
+
+  // One message of the fd socket (FdRequest), answered as the matching RPC would answer it.
+  ConnectionAcceptor::FdReply HandleFd(const PeerCredentials& peer, absl::string_view bytes,
+                                       UniqueFd fd, const absl::Status& unusable) {
+    const absl::Time start = absl::Now();
+    const char* method = "fd.Unknown";
+    Caller caller;
+    caller.connection = peer;
+    caller.fd_socket = true;
+    caller.fd = std::move(fd);
+    v1::FdReply reply;
+    ConnectionAcceptor::FdReply out;
+    absl::Status status = unusable;
+    v1::FdRequest request;
+    if (status.ok() && !request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("the ", bytes.size(), "-byte fd-socket message is not an FdRequest"));
+    }
+    if (status.ok()) {
+      switch (request.call_case()) {
+        case v1::FdRequest::kRegisterBuffer:
+          method = "fd.RegisterBuffer";
+          status =
+              DoRegister(request.register_buffer(), reply.mutable_register_buffer(), caller);
+          break;
+        case v1::FdRequest::kAllocateBuffer:
+          method = "fd.AllocateBuffer";
+          status = DoAllocate(request.allocate_buffer(), reply.mutable_allocate_buffer(), caller,
+                              &out.fd);
+          break;
+        case v1::FdRequest::kAttachSubmitRing:
+          method = "fd.AttachSubmitRing";
+          status = DoAttachRing(request.attach_submit_ring(), reply.mutable_attach_submit_ring(),
+                                caller);
+          break;
+        case v1::FdRequest::CALL_NOT_SET:
+          status = absl::InvalidArgumentError(
+              "call is not set (one of register_buffer, allocate_buffer, attach_submit_ring)");
+          break;
+      }
+    }
+    if (!status.ok()) {
+      reply.clear_response();
+      out.fd.reset();
+    }
+    reply.set_code(static_cast<int>(status.code()));
+    reply.set_message(std::string(status.message()));
+    out.bytes = reply.SerializeAsString();
+    daemon_->metrics().ObserveRpc(method, absl::StatusCodeToString(status.code()),
+                                  absl::ToDoubleSeconds(absl::Now() - start));
+    return out;
+  }
 
   grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
       grpc::CallbackServerContext* ctx, const v1::OpenSessionRequest* req) override {
@@ -138,8 +201,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       return new Failed(s);
     };
     if (daemon_->draining()) return fail(absl::UnavailableError("the daemon is draining"));
-    absl::StatusOr<std::shared_ptr<Session>> session =
-        daemon_->sessions().Open(req->client_name(), req->lease_seconds());
+    absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Open(
+        req->client_name(), req->lease_seconds(), daemon_->peers().Find(ctx->peer()));
     if (!session.ok()) return fail(session.status());
     daemon_->metrics().ObserveRpc("OpenSession", "OK", absl::ToDoubleSeconds(absl::Now() - start));
     return new SessionStream(daemon_, *std::move(session),
@@ -161,14 +224,17 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                            const v1::RegisterBufferRequest* req,
                                            v1::RegisterBufferResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "RegisterBuffer", ctx);
-    return call.Finish(DoRegister(*req, resp));
+    Caller caller;
+    caller.connection = daemon_->peers().Find(ctx->peer());
+    return call.Finish(DoRegister(*req, resp, caller));
   }
 
   grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
                                            const v1::AllocateBufferRequest* req,
                                            v1::AllocateBufferResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "AllocateBuffer", ctx);
-    return call.Finish(DoAllocate(*req, resp));
+    Caller caller;
+    return call.Finish(DoAllocate(*req, resp, caller, nullptr));
   }
 
   grpc::ServerUnaryReactor* ReleaseBuffer(grpc::CallbackServerContext* ctx,
@@ -221,7 +287,9 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                              const v1::AttachSubmitRingRequest* req,
                                              v1::AttachSubmitRingResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "AttachSubmitRing", ctx);
-    return call.Finish(DoAttachRing(*req, resp));
+    Caller caller;
+    caller.connection = daemon_->peers().Find(ctx->peer());
+    return call.Finish(DoAttachRing(*req, resp, caller));
   }
 
  private:
@@ -275,24 +343,58 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     return absl::OkStatus();  // not reached: RunRing answers CALL_NOT_SET itself
   }
 
+  // The session a buffer or ring request names: on the fd socket only one opened by a peer of
+  // the same user (any other is NOT_FOUND, as an unknown session is).
+  absl::StatusOr<std::shared_ptr<Session>> FindSession(const std::string& session_id,
+                                                       const Caller& caller) {
+    if (caller.fd_socket) return daemon_->sessions().FindForUid(session_id, caller.connection->uid);
+    return daemon_->sessions().Find(session_id);
+  }
+
+  // Host memory for `session` as `handle` (its fd set): the descriptor that came with an
+  // fd-socket request (`attached_fd`), or the shm object `shm_name` when both the session's
+  // peer and the calling connection's could open it. `opened` keeps a descriptor opened here.
+  absl::Status HostMemory(const Session& session, const Caller& caller, bool attached_fd,
+                          const std::string& shm_name, MemoryHandle& handle, UniqueFd& opened) {
+    if (attached_fd) {
+      if (!caller.fd_socket) {
+        return absl::InvalidArgumentError(
+            "attached_fd is set, but a descriptor can come only with a request on the fd socket "
+            "(the data socket's path + \".fd\")");
+      }
+      if (!caller.fd.valid()) {
+        return absl::InvalidArgumentError(
+            "attached_fd is set but no descriptor came with the request");
+      }
+      handle.fd = caller.fd.get();
+      return absl::OkStatus();
+    }
+    const std::optional<PeerCredentials>* peers[] = {&session.peer(), &caller.connection};
+    KD_ASSIGN_OR_RETURN(opened, OpenShmForPeers(shm_name, peers));
+    handle.fd = opened.get();
+    handle.shm_name = shm_name;
+    return absl::OkStatus();
+  }
+
   absl::Status DoAttachRing(const v1::AttachSubmitRingRequest& req,
-                            v1::AttachSubmitRingResponse* resp) {
+                            v1::AttachSubmitRingResponse* resp, const Caller& caller) {
     if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
     if (!daemon_->options().submit_rings) {
       return absl::FailedPreconditionError(
           "submit rings are disabled on this daemon (--submit_rings=false); use the unary calls");
     }
-    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
-                        daemon_->sessions().Find(req.session_id()));
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(req.session_id(), caller));
     if (session->HasAttachment(kSubmitRingAttachment)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("session_id=\"", session->id(), "\" already has a submit ring"));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "session_id=\"", EchoClientString(session->id()), "\" already has a submit ring"));
     }
-    // The ring is client shm like a registered buffer: the CPU backend (always present) maps
-    // it, checks its name and size, and watches it for truncation.
+    // The ring is client memory like a registered buffer: the CPU backend (always present) maps
+    // it, checks its size, and watches it for truncation.
     MemoryHandle handle;
-    handle.shm_name = req.shm_name();
     handle.size = req.size();
+    UniqueFd opened;
+    KD_RETURN_IF_ERROR(
+        HostMemory(*session, caller, req.attached_fd(), req.shm_name(), handle, opened));
     KD_ASSIGN_OR_RETURN(std::unique_ptr<Region> region,
                         daemon_->backends().Get(BackendKind::kCpu)->Import(handle));
     KD_ASSIGN_OR_RETURN(
@@ -365,17 +467,20 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     return *kind ? absl::StrCat("ops[", i, "].", kind, ".") : absl::StrCat("ops[", i, "].");
   }
 
-  absl::Status DoRegister(const v1::RegisterBufferRequest& req, v1::RegisterBufferResponse* resp) {
+  absl::Status DoRegister(const v1::RegisterBufferRequest& req, v1::RegisterBufferResponse* resp,
+                          const Caller& caller) {
     if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
-    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
-                        daemon_->sessions().Find(req.session_id()));
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(req.session_id(), caller));
     MemoryHandle handle;
     handle.size = req.size();
+    UniqueFd opened;
     Backend* backend = nullptr;
     switch (req.source_case()) {
       case v1::RegisterBufferRequest::kShmName:
+      case v1::RegisterBufferRequest::kAttachedFd:
         backend = daemon_->backends().Get(BackendKind::kCpu);
-        handle.shm_name = req.shm_name();
+        KD_RETURN_IF_ERROR(HostMemory(*session, caller, req.has_attached_fd(), req.shm_name(),
+                                      handle, opened));
         break;
       case v1::RegisterBufferRequest::kIpc: {
         const v1::IpcMemHandle& ipc = req.ipc();
@@ -401,7 +506,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
         break;
       }
       case v1::RegisterBufferRequest::SOURCE_NOT_SET:
-        return absl::InvalidArgumentError("source is not set (one of shm_name, ipc)");
+        return absl::InvalidArgumentError(
+            "source is not set (one of shm_name, ipc, attached_fd on the fd socket)");
     }
     KD_ASSIGN_OR_RETURN(BufferEntry entry,
                         daemon_->sessions().Register(*session, *backend, handle));
@@ -412,35 +518,37 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     return absl::OkStatus();
   }
 
-  absl::Status DoAllocate(const v1::AllocateBufferRequest& req, v1::AllocateBufferResponse* resp) {
+  // `fd_out`: where the descriptor of host pool memory goes (the fd socket); null over gRPC,
+  // where nobody can be handed one and the buffer is usable by id only.
+  absl::Status DoAllocate(const v1::AllocateBufferRequest& req, v1::AllocateBufferResponse* resp,
+                          const Caller& caller, UniqueFd* fd_out) {
     if (daemon_->draining()) return absl::UnavailableError("the daemon is draining");
-    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
-                        daemon_->sessions().Find(req.session_id()));
+    KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(req.session_id(), caller));
     Backend* backend = req.backend().empty() ? daemon_->backends().Default()
                                              : daemon_->backends().GetByName(req.backend());
     if (backend == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("backend=\"", req.backend(), "\" is not a backend of this daemon"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backend=\"", EchoClientString(req.backend()), "\" is not a backend of this daemon"));
     }
     if (req.device() < 0 || req.device() >= backend->DeviceCount()) {
       return absl::InvalidArgumentError(
           absl::StrCat("device=", req.device(), " must be in [0, ", backend->DeviceCount(), ")"));
     }
     if (req.size() == 0) return absl::InvalidArgumentError("size=0 must be > 0");
-    KD_ASSIGN_OR_RETURN(auto allocated,
-                        daemon_->sessions().Allocate(*session, *backend, req.device(), req.size()));
-    const auto& [entry, handle] = allocated;
-    resp->set_buffer_id(entry.id);
-    resp->set_size(entry.region->size());
-    if (!handle.shm_name.empty()) {
-      resp->set_shm_name(handle.shm_name);
-    } else {
+    KD_ASSIGN_OR_RETURN(Allocation allocation, daemon_->sessions().Allocate(
+                                                   *session, *backend, req.device(), req.size()));
+    resp->set_buffer_id(allocation.entry.id);
+    resp->set_size(allocation.entry.region->size());
+    if (!allocation.handle.ipc_handle.empty()) {
       v1::IpcMemHandle* ipc = resp->mutable_ipc();
       ipc->set_kind(backend->kind() == BackendKind::kHip ? v1::IpcMemHandle::HIP
                                                          : v1::IpcMemHandle::CUDA);
-      ipc->set_handle(handle.ipc_handle);
-      ipc->set_offset(handle.offset);
-      ipc->set_device(handle.device);
+      ipc->set_handle(allocation.handle.ipc_handle);
+      ipc->set_offset(allocation.handle.offset);
+      ipc->set_device(allocation.handle.device);
+    } else if (allocation.fd.valid() && fd_out != nullptr) {
+      *fd_out = std::move(allocation.fd);
+      resp->set_attached_fd(true);
     }
     return absl::OkStatus();
   }
@@ -543,8 +651,15 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> MakeDataPlaneService(Daemon* daemon) {
-  return std::make_unique<DataPlaneService>(daemon);
+DataPlane MakeDataPlane(Daemon* daemon) {
+  auto service = std::make_unique<DataPlaneService>(daemon);
+  DataPlane plane;
+  plane.fd_handler = [s = service.get()](const PeerCredentials& peer, absl::string_view bytes,
+                                         UniqueFd fd, const absl::Status& unusable) {
+    return s->HandleFd(peer, bytes, std::move(fd), unusable);
+  };
+  plane.service = std::move(service);
+  return plane;
 }
 
 }  // namespace kd

@@ -7,10 +7,17 @@
 
 #include "kerneld/server/daemon.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
+#include "server/connection_acceptor.h"
 
 namespace kd {
 
-std::unique_ptr<grpc::Service> MakeDataPlaneService(Daemon* daemon);
+// The data plane: its gRPC service and the handler of the fd socket's messages (FdRequest),
+// which runs the same calls with descriptors attached.
+struct DataPlane {
+  std::unique_ptr<grpc::Service> service;
+  ConnectionAcceptor::FdHandler fd_handler;
+};
+DataPlane MakeDataPlane(Daemon* daemon);
 // `trusted` is true on the admin socket; on the data socket every method answers
 // PERMISSION_DENIED.
 std::unique_ptr<grpc::Service> MakeAdminService(Daemon* daemon, bool trusted);

@@ -1,9 +1,11 @@
 #include "kerneld/server/session_manager.h"
 
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/status_macros.h"
 
 namespace kd {
@@ -19,10 +21,12 @@ std::string NewSessionId() {
 
 }  // namespace
 
-Session::Session(std::string id, std::string client_name, uint32_t lease_seconds)
+Session::Session(std::string id, std::string client_name, uint32_t lease_seconds,
+                 std::optional<PeerCredentials> peer)
     : id_(std::move(id)),
       client_name_(std::move(client_name)),
       lease_seconds_(lease_seconds),
+      peer_(std::move(peer)),
       created_(absl::Now()),
       last_activity_ns_(absl::ToUnixNanos(created_)) {}
 
@@ -77,8 +81,10 @@ absl::Status Session::Attach(const std::string& kind,
   attachment->Stop();  // outside the lock: stopping may wait for a thread that takes it
   attachment.reset();
   if (exists)
-    return absl::AlreadyExistsError(absl::StrCat("session_id=\"", id_, "\" already has a ", kind));
-  return absl::FailedPreconditionError(absl::StrCat("session_id=\"", id_, "\" has ended"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("session_id=\"", EchoClientString(id_), "\" already has a ", kind));
+  return absl::FailedPreconditionError(
+      absl::StrCat("session_id=\"", EchoClientString(id_), "\" has ended"));
 }
 
 bool Session::HasAttachment(const std::string& kind) const {
@@ -100,29 +106,46 @@ void SessionManager::CloseAll(const std::string& reason) {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Open(const std::string& client_name,
-                                                              uint32_t lease_seconds) {
+                                                              uint32_t lease_seconds,
+                                                              std::optional<PeerCredentials> peer) {
   if (client_name.size() > 128) {
     return absl::InvalidArgumentError(
         absl::StrCat("client_name has ", client_name.size(), " bytes; at most 128"));
   }
+  KD_RETURN_IF_ERROR(CheckNoNul("client_name", client_name));
   const uint32_t lease = std::min(lease_seconds, limits_.max_lease_seconds);
   absl::MutexLock lock(&mu_);
   if (sessions_.size() >= limits_.max_sessions) {
     return absl::ResourceExhaustedError(absl::StrCat("the daemon already has ", sessions_.size(),
                                                      " sessions, the limit (--max_sessions)"));
   }
-  auto session = std::make_shared<Session>(NewSessionId(), client_name, lease);
+  auto session = std::make_shared<Session>(NewSessionId(), client_name, lease, std::move(peer));
   sessions_[session->id()] = session;
   return session;
+}
+
+absl::Status SessionManager::UnknownSession(const std::string& session_id) {
+  return absl::NotFoundError(session_id.empty()
+                                 ? std::string("session_id is required")
+                                 : absl::StrCat("session_id=\"", EchoClientString(session_id),
+                                                "\" is not an open session"));
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string& session_id) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(session_id.empty() ? std::string("session_id is required")
-                                                  : absl::StrCat("session_id=\"", session_id,
-                                                                 "\" is not an open session"));
+  if (it == sessions_.end()) return UnknownSession(session_id);
+  it->second->Touch();
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::FindForUid(const std::string& session_id,
+                                                                    uid_t uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end() || !it->second->peer().has_value() ||
+      it->second->peer()->uid != uid) {
+    return UnknownSession(session_id);
   }
   it->second->Touch();
   return it->second;
@@ -139,10 +162,7 @@ absl::StatusOr<uint32_t> SessionManager::Close(const std::string& session_id,
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("session_id=\"", session_id, "\" is not an open session"));
-    }
+    if (it == sessions_.end()) return UnknownSession(session_id);
     session = std::move(it->second);
     sessions_.erase(it);
   }
@@ -173,7 +193,8 @@ absl::StatusOr<BufferEntry> SessionManager::AddBuffer(Session& session, Backend&
                                                       bool allocated) {
   absl::MutexLock lock(&session.mu_);
   if (session.ended_)
-    return absl::NotFoundError(absl::StrCat("session_id=\"", session.id(), "\" ended"));
+    return absl::NotFoundError(
+        absl::StrCat("session_id=\"", EchoClientString(session.id()), "\" ended"));
   if (session.buffers_.size() >= limits_.max_buffers_per_session) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the session holds ", session.buffers_.size(),
@@ -213,10 +234,8 @@ absl::StatusOr<BufferEntry> SessionManager::Register(Session& session, Backend& 
   return AddBuffer(session, backend, std::move(region), /*allocated=*/false);
 }
 
-absl::StatusOr<std::pair<BufferEntry, MemoryHandle>> SessionManager::Allocate(Session& session,
-                                                                              Backend& backend,
-                                                                              int device,
-                                                                              uint64_t bytes) {
+absl::StatusOr<Allocation> SessionManager::Allocate(Session& session, Backend& backend,
+                                                    int device, uint64_t bytes) {
   {
     const Session::Usage u = session.usage();
     if (u.allocated_bytes + bytes > limits_.max_allocated_bytes_per_session ||
@@ -228,9 +247,11 @@ absl::StatusOr<std::pair<BufferEntry, MemoryHandle>> SessionManager::Allocate(Se
     }
   }
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Region> region, backend.Allocate(device, bytes));
-  KD_ASSIGN_OR_RETURN(MemoryHandle handle, backend.Export(*region));
-  KD_ASSIGN_OR_RETURN(BufferEntry entry, AddBuffer(session, backend, std::move(region), true));
-  return std::make_pair(entry, handle);
+  Allocation allocation;
+  KD_ASSIGN_OR_RETURN(allocation.handle, backend.Export(*region));
+  allocation.fd.reset(allocation.handle.fd);  // owned from here: closed on every failure below
+  KD_ASSIGN_OR_RETURN(allocation.entry, AddBuffer(session, backend, std::move(region), true));
+  return allocation;
 }
 
 absl::Status SessionManager::Release(Session& session, uint64_t buffer_id) {

@@ -95,14 +95,17 @@ std::string FormatStatusTable(const v1::StatusResponse& status) {
     std::vector<std::vector<std::string>> rows;
     for (const v1::SessionInfo& s : status.sessions()) {
       rows.push_back(
-          {s.session_id(), field(s.client_name()), absl::StrCat(s.buffers()),
+          {s.session_id(), field(s.client_name()),
+           s.pid() > 0 ? absl::StrCat(s.pid()) : std::string("-"),
+           s.uid() >= 0 ? absl::StrCat(s.uid()) : std::string("-"), absl::StrCat(s.buffers()),
            FormatBytes(s.buffer_bytes()), FormatSeconds(s.age_seconds()),
            FormatSeconds(s.idle_seconds()),
            s.lease_seconds() == 0 ? std::string("stream") : absl::StrCat(s.lease_seconds(), "s")});
     }
-    absl::StrAppend(&out,
-                    RenderTable({"SESSION", "CLIENT", "BUFFERS", "BYTES", "AGE", "IDLE", "LEASE"},
-                                {false, false, true, true, true, true, true}, rows));
+    absl::StrAppend(&out, RenderTable({"SESSION", "CLIENT", "PID", "UID", "BUFFERS", "BYTES", "AGE",
+                                       "IDLE", "LEASE"},
+                                      {false, false, true, true, true, true, true, true, true},
+                                      rows));
   }
   absl::StrAppend(&out, "\n");
 
@@ -153,6 +156,8 @@ std::string FormatStatusJson(const v1::StatusResponse& status) {
     w.Key("idle_seconds").Double(s.idle_seconds(), kSecondsDecimals);
     w.Key("lease_seconds").Uint(s.lease_seconds());
     w.Key("submit_ring").Bool(s.submit_ring());
+    w.Key("pid").Int(s.pid());
+    w.Key("uid").Int(s.uid());
     w.EndObject();
   }
   w.EndArray();

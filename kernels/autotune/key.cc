@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/autotune_key.h"
 #include "kernels/autotune/text.h"
 
@@ -23,7 +24,7 @@ absl::StatusOr<int64_t> ParseDim(absl::string_view part, char prefix, absl::stri
                                  int64_t min) {
   int64_t v = 0;
   if (part.empty() || part[0] != prefix || !absl::SimpleAtoi(part.substr(1), &v) || v < min) {
-    return absl::InvalidArgumentError(absl::StrCat("tune key ", field, "=\"", part, "\" must be '",
+    return absl::InvalidArgumentError(absl::StrCat("tune key ", field, "=\"", EchoClientString(part), "\" must be '",
                                                    std::string(1, prefix),
                                                    "' and an integer >= ", min));
   }
@@ -70,7 +71,7 @@ absl::StatusOr<TuneKey> ParseTuneKey(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   if (parts.size() != 10) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tune key \"", text, "\" has ", parts.size(),
+        "tune key \"", EchoClientString(text), "\" has ", parts.size(),
         " ':'-separated fields, want 10 (op:variant:dtypes:mM:nN:kK:gG:arch:vV:device)"));
   }
   TuneKey key;

@@ -1,19 +1,24 @@
-// The CPU backend: memory is POSIX shared memory, ops run on a thread pool, and it is the
-// reference every other backend is tested against.
+// The CPU backend: memory is host shared memory (the pool's memfds, descriptors clients lend),
+// ops run on a thread pool, and it is the reference every other backend is tested against.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <limits>
 #include <memory>
-#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kerneld/kernels/autotune_space.h"
+#include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/registry.h"
 #include "kerneld/kernels/shm_guard.h"
 #include "kerneld/kernels/status_macros.h"
@@ -24,15 +29,18 @@ namespace {
 
 class CpuBackend;
 
-// A mapping of a shm object. Owned regions were created by the daemon and are unlinked when
-// released; imported ones belong to the client and are only unmapped.
+// A mapping of host shared memory. Owned regions are the daemon's pool (a sealed memfd whose
+// descriptor is kept only until Export hands it to the session); imported ones belong to the
+// client and are only unmapped.
 class ShmRegion : public Region {
  public:
-  ShmRegion(void* data, uint64_t size, bool owned, std::string name, std::atomic<uint64_t>* counter)
+  ShmRegion(void* data, uint64_t size, bool owned, std::string name, int export_fd,
+            std::atomic<uint64_t>* counter)
       : data_(data),
         size_(size),
         owned_(owned),
         name_(std::move(name)),
+        export_fd_(export_fd),
         counter_(counter),
         watch_(std::make_unique<ShmWatch>(data, size)) {
     counter_->fetch_add(size_);
@@ -40,7 +48,8 @@ class ShmRegion : public Region {
   ~ShmRegion() override {
     watch_.reset();  // before the range can be reused by another mapping
     munmap(data_, size_);
-    if (owned_) shm_unlink(name_.c_str());
+    const int fd = export_fd_.exchange(-1);
+    if (fd >= 0) close(fd);
     counter_->fetch_sub(size_);
   }
   void* data() const override { return data_; }
@@ -48,15 +57,19 @@ class ShmRegion : public Region {
   DeviceLoc loc() const override { return {BackendKind::kCpu, 0}; }
   bool owned() const override { return owned_; }
   const std::string& name() const { return name_; }
+  // The descriptor of an owned region, once; -1 after.
+  int TakeExportFd() const { return export_fd_.exchange(-1); }
 
  private:
   void* data_;
   uint64_t size_;
   bool owned_;
   std::string name_;
+  mutable std::atomic<int> export_fd_;
   std::atomic<uint64_t>* counter_;
-  // Another process can shrink the object under the mapping (ftruncate); then an access past
-  // the new end is absorbed instead of killing the daemon, and ops on it fail (CheckNotTruncated).
+  // Another process can shrink an unsealed object under the mapping (ftruncate); then an access
+  // past the new end is absorbed instead of killing the daemon, and ops on it fail
+  // (CheckNotTruncated).
   std::unique_ptr<ShmWatch> watch_;
 };
 
@@ -83,10 +96,7 @@ std::string ErrnoMessage(int err) { return std::string(strerror(err)); }
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int threads)
-      : pool_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {
-    std::random_device rd;
-    name_salt_ = (static_cast<uint64_t>(rd()) << 32) | rd();
-  }
+      : pool_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {}
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   int DeviceCount() const override { return 1; }
@@ -111,28 +121,29 @@ class CpuBackend : public Backend {
       return absl::InvalidArgumentError(
           absl::StrCat("device=", device, " does not exist on the cpu backend (only 0)"));
     if (bytes == 0) return absl::InvalidArgumentError("size=0 must be > 0");
-    const std::string name =
-        absl::StrFormat("/kerneld.%d.%016x.%d", getpid(), name_salt_, next_id_.fetch_add(1));
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0660);
-    if (fd < 0)
-      return absl::InternalError(absl::StrCat("shm_open ", name, ": ", ErrnoMessage(errno)));
-    fchmod(fd, 0660);  // the umask must not hide it from the trainer group
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    // A memfd has no name: nothing is left in /dev/shm if the daemon dies, and nobody reaches it
+    // but whoever is given its descriptor (the session it is allocated to).
+    const int fd = memfd_create("kerneld-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", ErrnoMessage(errno)));
+    auto fail = [fd](absl::string_view what) {
       const int err = errno;
       close(fd);
-      shm_unlink(name.c_str());
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot size shared memory to ", bytes, " bytes: ", ErrnoMessage(err)));
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": ", ErrnoMessage(err)));
+    };
+    if (bytes > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+      errno = EFBIG;
+      return fail(absl::StrCat("cannot size shared memory to ", bytes, " bytes"));
+    }
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      return fail(absl::StrCat("cannot size shared memory to ", bytes, " bytes"));
+    }
+    // Sealed at its size: the session's process cannot shrink it under the daemon's mapping.
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      return fail("sealing the pool memfd");
     }
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      shm_unlink(name.c_str());
-      return absl::ResourceExhaustedError(
-          absl::StrCat("mmap of ", bytes, " bytes: ", ErrnoMessage(err)));
-    }
-    return std::make_unique<ShmRegion>(p, bytes, /*owned=*/true, name, &used_);
+    if (p == MAP_FAILED) return fail(absl::StrCat("mmap of ", bytes, " bytes"));
+    return std::make_unique<ShmRegion>(p, bytes, /*owned=*/true, "kerneld-pool", fd, &used_);
   }
 
   absl::StatusOr<MemoryHandle> Export(const Region& region) override {
@@ -141,48 +152,49 @@ class CpuBackend : public Backend {
       return absl::InvalidArgumentError("only memory this backend allocated can be exported");
     }
     MemoryHandle h;
-    h.shm_name = shm->name();
+    h.fd = shm->TakeExportFd();
+    if (h.fd < 0) {
+      return absl::FailedPreconditionError(
+          "this pool region was exported already; its descriptor goes to one session only");
+    }
     h.size = shm->size();
     return h;
   }
 
   absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) override {
-    if (handle.shm_name.empty())
-      return absl::InvalidArgumentError("shm_name is required on the cpu backend");
-    if (handle.shm_name[0] != '/' || handle.shm_name.size() > 255 ||
-        handle.shm_name.find('/', 1) != std::string::npos) {
+    const std::string what = handle.shm_name.empty()
+                                 ? std::string("the descriptor")
+                                 : absl::StrCat("shm_name=\"", EchoClientString(handle.shm_name), "\"");
+    if (handle.fd < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("shm_name=\"", handle.shm_name,
-                       "\" must be \"/name\" with no other '/' and at most 255 bytes"));
+          "the cpu backend imports host memory by descriptor (fd), and none was given");
     }
     if (handle.size == 0) return absl::InvalidArgumentError("size=0 must be > 0");
-    const int fd = shm_open(handle.shm_name.c_str(), O_RDWR, 0);
-    if (fd < 0) {
-      const int err = errno;
-      return absl::InvalidArgumentError(
-          absl::StrCat("shm_name=\"", handle.shm_name, "\" cannot be opened: ", ErrnoMessage(err)));
-    }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-      const int err = errno;
-      close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat("fstat of shm_name=\"", handle.shm_name, "\": ", ErrnoMessage(err)));
+    if (fstat(handle.fd, &st) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("fstat of ", what, ": ", ErrnoMessage(errno)));
+    }
+    struct statfs fs;
+    if (!S_ISREG(st.st_mode) || fstatfs(handle.fd, &fs) != 0 ||
+        (fs.f_type != TMPFS_MAGIC && fs.f_type != HUGETLBFS_MAGIC)) {
+      // A file of another filesystem could block the daemon's threads in a page fault (FUSE,
+      // NFS) or be no memory at all (a device, a pipe).
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " is not shared memory: it must be a memfd or a tmpfs or hugetlbfs file"));
     }
     if (handle.size > static_cast<uint64_t>(st.st_size)) {
-      close(fd);
       return absl::InvalidArgumentError(absl::StrCat("size=", handle.size,
                                                      " exceeds the real size ", st.st_size,
-                                                     " of shm_name=\"", handle.shm_name, "\""));
+                                                     " of ", what));
     }
-    void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, handle.fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
-      return absl::InvalidArgumentError(
-          absl::StrCat("mmap of shm_name=\"", handle.shm_name, "\": ", ErrnoMessage(err)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mmap of ", what, ": ", ErrnoMessage(err),
+          err == EACCES ? " (it must be opened read-write and not sealed against writes)" : ""));
     }
-    return std::make_unique<ShmRegion>(p, handle.size, /*owned=*/false, handle.shm_name,
+    return std::make_unique<ShmRegion>(p, handle.size, /*owned=*/false, handle.shm_name, -1,
                                        &imported_);
   }
 
@@ -237,8 +249,6 @@ class CpuBackend : public Backend {
   }
 
   ThreadPool pool_;
-  uint64_t name_salt_ = 0;
-  std::atomic<int> next_id_{0};
   std::atomic<uint64_t> used_{0};
   std::atomic<uint64_t> imported_{0};
 };

@@ -114,11 +114,12 @@ struct QuantizeBuffers {
   v1::QuantizeOp op;
 };
 
-QuantizeBuffers MakeQuantize(Client& client, int64_t m, int64_t k) {
+QuantizeBuffers MakeQuantize(Client& client, int64_t m, int64_t k,
+                             const ShmOptions& options = {}) {
   QuantizeBuffers q;
-  q.x = *ShmBuffer::Create(m * k * 2);
-  q.y = *ShmBuffer::Create(m * k);
-  q.s = *ShmBuffer::Create(m * ((k + 127) / 128) * 4);
+  q.x = *ShmBuffer::Create(m * k * 2, options);
+  q.y = *ShmBuffer::Create(m * k, options);
+  q.s = *ShmBuffer::Create(m * ((k + 127) / 128) * 4, options);
   for (ShmBuffer* b : {&q.x, &q.y, &q.s}) EXPECT_TRUE(client.RegisterBuffer(*b).ok());
   q.op = MakeQuantizeOp(MakeTensorRef(q.x.buffer_id(), v1::DTYPE_BF16, {m, k}),
                         MakeTensorRef(q.y.buffer_id(), v1::DTYPE_E4M3FN, {m, k}),
@@ -246,7 +247,9 @@ TEST_F(ClientDaemonTest, UnlinkAfterRegisterRemovesTheNameAndTheBufferStillWorks
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(data_socket_, options);
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->OpenSession("unlink").ok());
-  QuantizeBuffers q = MakeQuantize(**client, 1, 128);
+  ShmOptions named;
+  named.named = true;
+  QuantizeBuffers q = MakeQuantize(**client, 1, 128, named);
   for (const ShmBuffer* b : {&q.x, &q.y, &q.s}) {
     EXPECT_FALSE(b->owns_name());
     EXPECT_EQ(ShmBuffer::Map(b->name(), b->size()).status().code(), absl::StatusCode::kNotFound);
@@ -421,8 +424,11 @@ struct RawRing {
   submit_ring::SlotHeader* slot(uint32_t i) {
     return submit_ring::Slot(shm.data(), header()->slot_bytes, i);
   }
+  // Named, for AttachSubmitRing by name over gRPC (the library sends a memfd instead).
   static RawRing Make(uint32_t slots, uint32_t slot_bytes) {
-    RawRing r{*ShmBuffer::Create(submit_ring::RingBytes(slots, slot_bytes))};
+    ShmOptions named;
+    named.named = true;
+    RawRing r{*ShmBuffer::Create(submit_ring::RingBytes(slots, slot_bytes), named)};
     r.header()->magic = submit_ring::kMagic;
     r.header()->version = submit_ring::kVersion;
     r.header()->slots = slots;
@@ -570,7 +576,9 @@ TEST_F(ClientDaemonTest, TruncatedBufferFailsItsOpsAndTheDaemonKeepsServing) {
   std::unique_ptr<Client> good = Connected();
   ASSERT_TRUE(bad->OpenSession("truncating").ok());
   ASSERT_TRUE(good->OpenSession("bystander").ok());
-  QuantizeBuffers q = MakeQuantize(*bad, 64, 1024);
+  ShmOptions named;  // a memfd of the library is sealed against this; a named object is not
+  named.named = true;
+  QuantizeBuffers q = MakeQuantize(*bad, 64, 1024, named);
   FillInput(q, 3);
   ASSERT_TRUE(bad->Quantize(q.op).ok());
   Truncate(q.x.name(), 0);  // the input, 128 KiB, is gone under the daemon's mapping

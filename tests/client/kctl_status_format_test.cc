@@ -42,6 +42,8 @@ v1::StatusResponse SampleStatus() {
   a->set_age_seconds(245.5);  // 4m05s
   a->set_idle_seconds(0.125);
   a->set_lease_seconds(0);
+  a->set_pid(4242);
+  a->set_uid(1000);
   v1::SessionInfo* b = s.add_sessions();
   b->set_session_id("s-22");
   b->set_client_name("rank1");
@@ -49,6 +51,8 @@ v1::StatusResponse SampleStatus() {
   b->set_age_seconds(2.0);
   b->set_idle_seconds(2.0);
   b->set_lease_seconds(30);
+  b->set_pid(0);  // opened over TCP: no known peer
+  b->set_uid(-1);
   s.set_sessions_active(2);
   s.set_buffers_registered(3);
   s.set_buffer_bytes(uint64_t{3} << 20);
@@ -116,6 +120,8 @@ TEST(FormatStatusTableTest, ShowsVersionUptimeDevicesSessionsAndTotals) {
         "ok",
         "s-1",
         "rank0",
+        "4242",
+        " 1000 ",
         "4m05s",
         "0.1s",
         "stream",

@@ -23,6 +23,20 @@ bool ShmExists(const std::string& name) {
   return true;
 }
 
+// Options for a named object (the default is a memfd).
+ShmOptions Named() {
+  ShmOptions options;
+  options.named = true;
+  return options;
+}
+
+// What /proc/self/fd/<fd> points to ("/memfd:<label> (deleted)" for a memfd).
+std::string FdTarget(int fd) {
+  char target[512];
+  const ssize_t n = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof(target));
+  return n > 0 ? std::string(target, n) : std::string();
+}
+
 struct stat StatShm(const std::string& name) {
   struct stat st {};
   const int fd = shm_open(name.c_str(), O_RDONLY, 0);
@@ -34,10 +48,51 @@ struct stat StatShm(const std::string& name) {
   return st;
 }
 
-TEST(ShmBufferTest, CreateMakesASizedPrivateObjectAndDestructionUnlinksIt) {
+TEST(ShmBufferTest, CreateMakesASealedMemfdWithNoName) {
+  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(10000);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_TRUE(buffer->name().empty());
+  EXPECT_FALSE(buffer->owns_name());
+  ASSERT_GE(buffer->fd(), 0);
+  EXPECT_EQ(FdTarget(buffer->fd()).rfind("/memfd:kerneld-client-", 0), 0u)
+      << FdTarget(buffer->fd());
+  EXPECT_EQ(fcntl(buffer->fd(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  struct stat st;
+  ASSERT_EQ(fstat(buffer->fd(), &st), 0);
+  EXPECT_EQ(st.st_size, 10000);
+  // Sealed at its size: nobody can shrink it under another mapping.
+  EXPECT_EQ(fcntl(buffer->fd(), F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW),
+            F_SEAL_SHRINK | F_SEAL_GROW);
+  EXPECT_NE(ftruncate(buffer->fd(), 0), 0);
+  EXPECT_TRUE(buffer->Unlink().ok());  // nothing to unlink
+  // What the daemon does with the descriptor it is sent: map it and see the same bytes.
+  buffer->As<uint32_t>()[5] = 0xFEEDu;
+  void* other = mmap(nullptr, 10000, PROT_READ | PROT_WRITE, MAP_SHARED, buffer->fd(), 0);
+  ASSERT_NE(other, MAP_FAILED);
+  EXPECT_EQ(static_cast<uint32_t*>(other)[5], 0xFEEDu);
+  munmap(other, 10000);
+}
+
+TEST(ShmBufferTest, AdoptMapsAndOwnsADescriptor) {
+  absl::StatusOr<ShmBuffer> source = ShmBuffer::Create(8192);
+  ASSERT_TRUE(source.ok());
+  source->As<int32_t>()[7] = -9;
+  absl::StatusOr<ShmBuffer> adopted = ShmBuffer::Adopt(dup(source->fd()), 8192);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(adopted->As<int32_t>()[7], -9);
+  EXPECT_TRUE(adopted->name().empty());
+  EXPECT_EQ(ShmBuffer::Adopt(dup(source->fd()), 8193).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(ShmBuffer::Adopt(-1, 64).status().code(), absl::StatusCode::kInvalidArgument);
+  const int fd = adopted->fd();
+  *adopted = ShmBuffer();
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "the adopted descriptor is closed with its buffer";
+}
+
+TEST(ShmBufferTest, NamedCreateMakesASizedPrivateObjectAndDestructionUnlinksIt) {
   std::string name;
   {
-    absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(10000);
+    absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(10000, Named());
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     name = buffer->name();
     EXPECT_TRUE(buffer->owns_name());
@@ -52,12 +107,12 @@ TEST(ShmBufferTest, CreateMakesASizedPrivateObjectAndDestructionUnlinksIt) {
 }
 
 TEST(ShmBufferTest, MemoryIsZeroedAndSharedWithOtherMappings) {
-  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(4096);
+  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(4096, Named());
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   for (uint8_t b : buffer->Span<uint8_t>()) ASSERT_EQ(b, 0);
   buffer->As<uint32_t>()[3] = 0xCAFEF00Du;
 
-  // What the daemon does: open the name and map it.
+  // What another process does: open the name and map it.
   const int fd = shm_open(buffer->name().c_str(), O_RDWR, 0);
   ASSERT_GE(fd, 0);
   void* other = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -71,7 +126,7 @@ TEST(ShmBufferTest, MemoryIsZeroedAndSharedWithOtherMappings) {
 
 TEST(ShmBufferTest, ModeIsAppliedDespiteTheUmask) {
   const mode_t old_umask = umask(077);
-  ShmOptions options;
+  ShmOptions options = Named();
   options.mode = 0660;
   absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(64, options);
   umask(old_umask);
@@ -80,7 +135,7 @@ TEST(ShmBufferTest, ModeIsAppliedDespiteTheUmask) {
 }
 
 TEST(ShmBufferTest, GroupIsApplied) {
-  ShmOptions options;
+  ShmOptions options = Named();
   options.group = getegid();
   absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(64, options);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
@@ -88,7 +143,7 @@ TEST(ShmBufferTest, GroupIsApplied) {
 }
 
 TEST(ShmBufferTest, NamesAreUniqueAndCarryThePrefix) {
-  ShmOptions options;
+  ShmOptions options = Named();
   options.name_prefix = "/kerneld-client-test";
   absl::StatusOr<ShmBuffer> a = ShmBuffer::Create(64, options);
   absl::StatusOr<ShmBuffer> b = ShmBuffer::Create(64, options);
@@ -110,7 +165,7 @@ TEST(ShmBufferTest, PrefixWithoutLeadingSlashOrWithInnerSlashIsInvalidArgument) 
 }
 
 TEST(ShmBufferTest, UnlinkRemovesTheNameButKeepsTheMemory) {
-  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(64);
+  absl::StatusOr<ShmBuffer> buffer = ShmBuffer::Create(64, Named());
   ASSERT_TRUE(buffer.ok());
   const std::string name = buffer->name();
   ASSERT_TRUE(buffer->Unlink().ok());
@@ -122,7 +177,7 @@ TEST(ShmBufferTest, UnlinkRemovesTheNameButKeepsTheMemory) {
 }
 
 TEST(ShmBufferTest, MapSharesMemoryAndDoesNotUnlink) {
-  absl::StatusOr<ShmBuffer> owner = ShmBuffer::Create(8192);
+  absl::StatusOr<ShmBuffer> owner = ShmBuffer::Create(8192, Named());
   ASSERT_TRUE(owner.ok());
   {
     absl::StatusOr<ShmBuffer> mapped = ShmBuffer::Map(owner->name(), 4096);
@@ -141,7 +196,7 @@ TEST(ShmBufferTest, MapOfAMissingObjectIsNotFound) {
 }
 
 TEST(ShmBufferTest, MapBeyondTheObjectIsOutOfRange) {
-  absl::StatusOr<ShmBuffer> owner = ShmBuffer::Create(100);
+  absl::StatusOr<ShmBuffer> owner = ShmBuffer::Create(100, Named());
   ASSERT_TRUE(owner.ok());
   EXPECT_EQ(ShmBuffer::Map(owner->name(), 101).status().code(), absl::StatusCode::kOutOfRange);
 }
@@ -151,7 +206,7 @@ TEST(ShmBufferTest, MapOfAMalformedNameIsInvalidArgument) {
 }
 
 TEST(ShmBufferTest, MoveTransfersOwnershipAndTheId) {
-  absl::StatusOr<ShmBuffer> created = ShmBuffer::Create(64);
+  absl::StatusOr<ShmBuffer> created = ShmBuffer::Create(64, Named());
   ASSERT_TRUE(created.ok());
   created->set_buffer_id(42);
   const std::string name = created->name();

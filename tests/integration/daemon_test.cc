@@ -63,13 +63,13 @@ int64_t RssKiB(pid_t pid) {
   return -1;
 }
 
-// /dev/shm objects of the daemon's pool ("kerneld.<pid>.*").
-int PoolObjects(pid_t pid) {
+// Mappings of the daemon's pool memory (memfds labelled "kerneld-pool") in its address space.
+int PoolMappings(pid_t pid) {
+  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
   int n = 0;
-  DIR* d = opendir("/dev/shm");
-  const std::string prefix = absl::StrCat("kerneld.", pid, ".");
-  for (dirent* e; d && (e = readdir(d));) n += absl::StartsWith(e->d_name, prefix);
-  if (d) closedir(d);
+  for (std::string line; std::getline(maps, line);) {
+    n += line.find("/memfd:kerneld-pool") != std::string::npos;
+  }
   return n;
 }
 
@@ -171,7 +171,7 @@ TEST_F(DaemonTest, FourPipelinesAndAMalformedClientAtOnce) {
   const std::string json = Status();
   EXPECT_EQ(JsonInt(json, "memory_used_bytes"), 0);
   EXPECT_EQ(JsonInt(json, "memory_imported_bytes"), 0);
-  EXPECT_EQ(PoolObjects(daemon_->pid()), 0);
+  EXPECT_EQ(PoolMappings(daemon_->pid()), 0);
   const int64_t after_kib = RssKiB(daemon_->pid());
   // Freed heap is not always returned to the kernel; allow allocator slack, not a leak per op.
   EXPECT_LT(after_kib, baseline_kib + 64 * 1024) << "baseline " << baseline_kib << " KiB";
@@ -185,7 +185,7 @@ TEST_F(DaemonTest, SigkilledClientIsReleasedWithinFiveSeconds) {
   std::string json = Status();
   EXPECT_EQ(JsonInt(json, "sessions_active"), 1);
   EXPECT_EQ(JsonInt(json, "buffers_registered"), 4);
-  EXPECT_EQ(PoolObjects(daemon_->pid()), 1);
+  EXPECT_EQ(PoolMappings(daemon_->pid()), 1);
 
   holder.Kill(SIGKILL);
   EXPECT_EQ(holder.Wait(absl::Seconds(5)), 128 + SIGKILL);
@@ -194,7 +194,7 @@ TEST_F(DaemonTest, SigkilledClientIsReleasedWithinFiveSeconds) {
   json = Status();
   EXPECT_EQ(JsonInt(json, "memory_used_bytes"), 0);
   EXPECT_EQ(JsonInt(json, "memory_imported_bytes"), 0);
-  EXPECT_EQ(PoolObjects(daemon_->pid()), 0);
+  EXPECT_EQ(PoolMappings(daemon_->pid()), 0);
 
   // The gauges follow within one reaper period.
   std::string metrics;
@@ -235,7 +235,10 @@ TEST_F(DaemonTest, MetricsCountRealRpcs) {
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Gemm\"", "code=\"OK\""}), 1);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Pad\"", "code=\"OK\""}), 1);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Submit\"", "code=\"OK\""}), 1);
-  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"RegisterBuffer\"", "code=\"OK\""}), 10);
+  // Host memory travels as descriptors over the fd socket, counted as "fd.<Call>".
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"fd.RegisterBuffer\"", "code=\"OK\""}),
+            10);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"RegisterBuffer\""}), 0);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"OpenSession\"", "code=\"OK\""}), 2);
   EXPECT_EQ(
       delta("kerneld_rpc_requests_total", {"method=\"Quantize\"", "code=\"INVALID_ARGUMENT\""}), 1);
@@ -272,7 +275,8 @@ TEST_F(DaemonTest, PipelinesThroughSubmitRingsAreCorrectAndCountedAsRingCalls) {
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Quantize\"", "code=\"OK\""}), 4);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Gemm\"", "code=\"OK\""}), 2);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Submit\"", "code=\"OK\""}), 2);
-  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"AttachSubmitRing\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(
+      delta("kerneld_rpc_requests_total", {"method=\"fd.AttachSubmitRing\"", "code=\"OK\""}), 2);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Quantize\""}), 0);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Submit\""}), 0);
   EXPECT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5));
@@ -290,7 +294,7 @@ TEST_F(DaemonTest, SigkilledRingClientIsReleasedAndOthersKeepServing) {
   EXPECT_EQ(holder.Wait(absl::Seconds(5)), 128 + SIGKILL);
   EXPECT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5))
       << "the session of a SIGKILLed ring client was not released";
-  EXPECT_EQ(PoolObjects(daemon_->pid()), 0);
+  EXPECT_EQ(PoolMappings(daemon_->pid()), 0);
   // The daemon serves the next ring client.
   EXPECT_EQ(Pipeline(128, 128, 256, 2, 1, 13, /*ring=*/true)->Wait(absl::Seconds(120)), 0);
 }

@@ -99,8 +99,14 @@ int main(int argc, char** argv) {
     }
     Expect(c.RegisterShm("/kerneld-no-such-object", 4096).status(),
            absl::StatusCode::kInvalidArgument, "missing shm object");
-    Expect(c.RegisterShm(buf->name(), buf->size() * 2).status(), absl::StatusCode::kInvalidArgument,
-           "size beyond the shm object");
+    {
+      kd::client::ShmOptions named_options;
+      named_options.named = true;
+      auto named = ShmBuffer::Create(4096, named_options);
+      if (!named.ok()) return 1;
+      Expect(c.RegisterShm(named->name(), named->size() * 2).status(),
+             absl::StatusCode::kInvalidArgument, "size beyond the shm object");
+    }
     Expect(c.ReleaseBuffer(id + 1000), absl::StatusCode::kNotFound, "release of an unknown buffer");
     // Every third round: walk away with the session open and the buffer registered.
     if (round % 3 != 0) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/registry.h"
@@ -18,12 +19,17 @@ using ::kd::testing::ShmObject;
 
 class SessionManagerTest : public ::testing::Test {
  protected:
+  // What the daemon imports for a client: a descriptor of the object (lent for the call).
   MemoryHandle Handle(const ShmObject& shm) {
+    fds_.emplace_back(shm_open(shm.name().c_str(), O_RDWR | O_CLOEXEC, 0));
+    EXPECT_TRUE(fds_.back().valid());
     MemoryHandle h;
+    h.fd = fds_.back().get();
     h.shm_name = shm.name();
     h.size = shm.size();
     return h;
   }
+  std::vector<UniqueFd> fds_;
   std::unique_ptr<Backend> cpu_ = CreateCpuBackend(1);
   SessionManager manager_{SessionLimits()};
 };
@@ -38,15 +44,18 @@ TEST_F(SessionManagerTest, CloseReleasesEveryBuffer) {
   ASSERT_TRUE(alloc.ok()) << alloc.status();
   EXPECT_EQ(cpu_->Memory(0).imported, 4096u + 8192u);
   EXPECT_EQ(cpu_->Memory(0).used, 1u << 20);
-  const std::string pool_name = alloc->second.shm_name;
+  // Pool memory is a memfd sealed at its size: its holder cannot shrink it under the daemon.
+  ASSERT_TRUE(alloc->fd.valid());
+  EXPECT_EQ(fcntl(alloc->fd.get(), F_GET_SEALS),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_NE(ftruncate(alloc->fd.get(), 0), 0);
+  EXPECT_TRUE(alloc->handle.shm_name.empty());
   alloc = absl::UnknownError("dropped");  // the test's copy must not keep the region alive
   auto released = manager_.Close((*s)->id(), "test");
   ASSERT_TRUE(released.ok());
   EXPECT_EQ(*released, 3u);
   EXPECT_EQ(cpu_->Memory(0).imported, 0u);
   EXPECT_EQ(cpu_->Memory(0).used, 0u);
-  // The pool's shm object is gone, not just unmapped.
-  EXPECT_LT(shm_open(pool_name.c_str(), O_RDONLY, 0), 0);
   EXPECT_EQ(manager_.Stats().sessions, 0u);
 }
 
@@ -110,6 +119,65 @@ TEST_F(SessionManagerTest, FailedImportLeavesNothingOpen) {
   ShmObject a(4096);
   MemoryHandle h = Handle(a);
   h.size = 8192;
+  EXPECT_EQ(manager_.Register(**s, *cpu_, h).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*s)->usage().buffers, 0u);
+  EXPECT_EQ(cpu_->Memory(0).imported, 0u);
+}
+
+TEST_F(SessionManagerTest, PoolDescriptorIsHandedOutOnce) {
+  auto region = cpu_->Allocate(0, 4096);
+  ASSERT_TRUE(region.ok());
+  auto first = cpu_->Export(**region);
+  ASSERT_TRUE(first.ok());
+  UniqueFd fd(first->fd);
+  EXPECT_TRUE(fd.valid());
+  EXPECT_EQ(cpu_->Export(**region).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionManagerTest, SessionOfAnotherUserIsNotFoundAsAnUnknownOne) {
+  PeerCredentials alice;
+  alice.pid = 1234;
+  alice.uid = 1000;
+  alice.gid = 1000;
+  auto s = manager_.Open("t", 0, alice);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(manager_.FindForUid((*s)->id(), 1000).ok());
+  const absl::Status other = manager_.FindForUid((*s)->id(), 1001).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
+  const std::string unknown_id(32, 'f');
+  const absl::Status unknown = manager_.FindForUid(unknown_id, 1000).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  std::string expected(unknown.message());
+  expected.replace(expected.find(unknown_id), unknown_id.size(), (*s)->id());
+  EXPECT_EQ(other.message(), expected);
+  // A session with no known peer (TCP) is nobody's.
+  auto tcp = manager_.Open("tcp", 0);
+  EXPECT_EQ(manager_.FindForUid((*tcp)->id(), 0).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionManagerTest, ImportTakesOnlySharedMemoryDescriptors) {
+  auto s = manager_.Open("t", 0);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  MemoryHandle h;
+  h.fd = read_end.get();
+  h.size = 64;
+  absl::Status st = manager_.Register(**s, *cpu_, h).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("is not shared memory"), absl::string_view::npos) << st;
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  h.fd = dir.get();
+  EXPECT_EQ(manager_.Register(**s, *cpu_, h).status().code(), absl::StatusCode::kInvalidArgument);
+  // A read-only descriptor of shared memory cannot be mapped for writing.
+  ShmObject a(4096);
+  UniqueFd read_only(shm_open(a.name().c_str(), O_RDONLY | O_CLOEXEC, 0));
+  h.fd = read_only.get();
+  h.size = 4096;
+  st = manager_.Register(**s, *cpu_, h).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("read-write"), absl::string_view::npos) << st;
+  h.fd = -1;
   EXPECT_EQ(manager_.Register(**s, *cpu_, h).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*s)->usage().buffers, 0u);
   EXPECT_EQ(cpu_->Memory(0).imported, 0u);

@@ -38,6 +38,7 @@ namespace client {
 
 namespace v1 = ::kerneld::v1;
 namespace internal {
+class FdChannel;
 class SubmitRingClient;
 }  // namespace internal
 
@@ -52,11 +53,12 @@ struct ClientOptions {
   // Ops: Quantize, Gemm, Pad, Unpad, Submit. A SYNC op replies after the kernel finished, so
   // this bounds queueing plus kernel time.
   absl::Duration op_timeout = absl::Seconds(60);
-  // Unlink a buffer's shm name as soon as the daemon registered it (RegisterBuffer). The daemon
-  // has mapped it by then and both mappings stay valid, but no name is left behind in /dev/shm
-  // if this process is killed before it could unlink (a name holds its memory until reboot).
-  // Recommended for trainers. The cost: the name can no longer be registered again (by another
-  // session or process), and RegisterShm with that name answers as for a missing object.
+  // Unlink a named buffer's shm name as soon as the daemon registered it (RegisterBuffer). The
+  // daemon has mapped it by then and both mappings stay valid, but no name is left behind in
+  // /dev/shm if this process is killed before it could unlink (a name holds its memory until
+  // reboot). The cost: the name can no longer be registered again (by another session or
+  // process), and RegisterShm with that name answers as for a missing object. Buffers made by
+  // ShmBuffer::Create's default (a memfd) have no name and need none of this.
   bool unlink_after_register = false;
   // Channels with different `channel_tag`s never share a connection; channels with the same
   // tag to the same target may (gRPC's subchannel pool). Benchmarks use it to measure several
@@ -76,7 +78,8 @@ struct SubmitRingOptions {
   // within it; a SYNC op's reply comes after its kernel, so raise it for latency-critical
   // small ops.
   absl::Duration spin = absl::Microseconds(100);
-  // The ring's shm object (created by the client, unlinked once the daemon mapped it).
+  // The ring's memory (created by the client: a sealed memfd by default, whose descriptor goes
+  // to the daemon over its fd socket).
   ShmOptions shm;
 };
 
@@ -136,20 +139,29 @@ class Client {
   // it sent one. FAILED_PRECONDITION when no session is open.
   absl::Status SessionStatus() const;
 
-  // Registers `buffer` (a POSIX shm object this process mapped) with the session, records the
-  // id in `buffer` and returns it. Registers buffer.size() bytes. With
-  // options().unlink_after_register, also unlinks the name once registered.
-  // FAILED_PRECONDITION without a session or when `buffer` is already registered.
+  // Registers `buffer` with the session, records the id in `buffer` and returns it. Registers
+  // buffer.size() bytes. The buffer's descriptor goes to the daemon over its fd socket (the data
+  // socket's path + ".fd"; kerneld.proto, FdRequest): the daemon maps exactly the memory this
+  // process holds, whatever its name. With options().unlink_after_register, also unlinks a
+  // named buffer's name once registered. FAILED_PRECONDITION without a session, when `buffer`
+  // is already registered, or when the target is not a Unix socket path; UNAVAILABLE when the
+  // fd socket cannot be reached.
   absl::StatusOr<uint64_t> RegisterBuffer(ShmBuffer& buffer);
-  // Registers `size` bytes of the shm object `shm_name`; the raw form of the call above.
+  // Registers `size` bytes of the shm object `shm_name` by name, over gRPC. The daemon maps it
+  // only if this process could open it read-write itself; any other object is refused as a
+  // missing one is (INVALID_ARGUMENT "... cannot be opened: No such file or directory").
   absl::StatusOr<v1::RegisterBufferResponse> RegisterShm(absl::string_view shm_name, uint64_t size);
 
   // Asks the daemon to allocate `size` bytes from its pool on `backend` (empty: its default)
-  // and maps the returned shm object. The ShmBuffer does not own the name; release it with
-  // ReleaseBuffer. UNIMPLEMENTED if the daemon answered with a GPU IPC handle (a GPU buffer is
-  // not host memory; use AllocateBufferRaw).
+  // and maps the memory whose descriptor the daemon sends back over its fd socket (a sealed
+  // memfd: no name, reachable only by this session). Release it with ReleaseBuffer.
+  // UNIMPLEMENTED if the daemon answered with a GPU IPC handle (a GPU buffer is not host
+  // memory; use AllocateBufferRaw); the fd socket's codes as RegisterBuffer.
   absl::StatusOr<ShmBuffer> AllocateBuffer(uint64_t size, absl::string_view backend = "",
                                            int device = 0);
+  // The gRPC call itself. A GPU backend's answer carries its IPC handle; a CPU allocation
+  // carries no handle (host pool memory is handed out as a descriptor only, by AllocateBuffer)
+  // and is usable by its id in ops.
   absl::StatusOr<v1::AllocateBufferResponse> AllocateBufferRaw(uint64_t size,
                                                                absl::string_view backend = "",
                                                                int device = 0);
@@ -182,8 +194,8 @@ class Client {
                                   const v1::Completion& completion = {});
 
   // Moves the session's op calls (Quantize, Gemm, Pad, Unpad, Submit) onto a submit ring:
-  // a shm object this process creates and the daemon maps, served by a daemon thread of its
-  // own until the session ends. Calls keep their semantics, statuses and deadlines
+  // shared memory this process creates and hands the daemon over its fd socket, served by a
+  // daemon thread of its own until the session ends. Calls keep their semantics, statuses and deadlines
   // (options().op_timeout) and save the gRPC round trip (60-130 µs on a Unix socket). A call
   // goes over gRPC instead when every slot is busy or its request is larger than a slot.
   // FAILED_PRECONDITION without a session or with a ring already attached; the daemon's
@@ -209,12 +221,15 @@ class Client {
   absl::Status RequireSession() const;
   // The call through the ring; nullopt when there is no ring, no free slot or no room.
   std::optional<absl::StatusOr<OpResult>> TryRing(const v1::RingRequest& request);
+  // One call on the daemon's fd socket, with `fd` attached (none when negative).
+  absl::StatusOr<v1::FdReply> CallFd(const v1::FdRequest& request, int fd, int* fd_out = nullptr);
 
   std::string target_;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DataPlane::Stub> stub_;
   std::unique_ptr<SessionStream> session_;
+  std::unique_ptr<internal::FdChannel> fd_channel_;
   std::unique_ptr<internal::SubmitRingClient> ring_;
 };
 

@@ -36,7 +36,12 @@ class Region {
 
 // How a client reaches memory the daemon allocated, or names memory it owns.
 struct MemoryHandle {
-  std::string shm_name;    // CPU: POSIX shm object name
+  // CPU: a descriptor of the memory (a memfd or a tmpfs object). To Import it is lent for the
+  // call: the backend maps it and keeps no reference, the caller closes it. From Export it is a
+  // new descriptor the caller owns.
+  int fd = -1;
+  // CPU: what the memory is called in messages (the shm name it was opened by); may be empty.
+  std::string shm_name;
   std::string ipc_handle;  // GPU: the raw IPC memory handle bytes
   uint64_t offset = 0;     // GPU: tensor offset inside the exporter's allocation
   uint64_t size = 0;
@@ -88,10 +93,14 @@ class Backend {
   // Allocates `bytes` on `device` from the pool. RESOURCE_EXHAUSTED over the pool's cap or when
   // the device is out of memory; INVALID_ARGUMENT for a bad device or a zero size.
   virtual absl::StatusOr<std::unique_ptr<Region>> Allocate(int device, uint64_t bytes) = 0;
-  // A handle another process can open to reach `region`, which this backend allocated.
+  // A handle another process can open to reach `region`, which this backend allocated. The CPU
+  // backend's handle is the region's descriptor, handed out once: a second Export of the same
+  // region is FAILED_PRECONDITION (the daemon gives pool memory to its session only).
   virtual absl::StatusOr<MemoryHandle> Export(const Region& region) = 0;
   // Opens memory a client owns. INVALID_ARGUMENT for a handle that cannot be opened or a size
-  // larger than the real object; nothing stays open on failure.
+  // larger than the real object; nothing stays open on failure. The CPU backend opens nothing by
+  // name: it maps `handle.fd`, which must be a regular file of a tmpfs or hugetlbfs opened
+  // read-write (whoever lends the descriptor decides whose memory it is).
   virtual absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) = 0;
 
   // A stream on `device`. Ops on one stream run in submission order.

@@ -18,11 +18,17 @@
 #include "kerneld/server/executor.h"
 #include "kerneld/server/metrics.h"
 #include "kerneld/server/session_manager.h"
+#include "server/peer.h"
 
 namespace kd {
 
+class ConnectionAcceptor;
+class PathLock;
+class UnixListener;
+
 struct DaemonOptions {
-  std::string data_socket = "/run/kerneld/kerneld.sock";  // mode 0660
+  // mode 0660; the fd socket (FdSocketPath) sits next to it with the same mode and group.
+  std::string data_socket = "/run/kerneld/kerneld.sock";
   std::string socket_group;                               // group of the data socket
   std::string admin_socket = "/run/kerneld/admin.sock";   // mode 0600
   std::string tcp_address;                                // opt-in data plane on TCP
@@ -46,7 +52,10 @@ class Daemon {
   explicit Daemon(DaemonOptions options);
   ~Daemon();
 
-  // Probes backends, opens the sockets and the metrics endpoint, starts serving.
+  // Takes the sockets' locks (FAILED_PRECONDITION naming the other daemon when it holds one;
+  // nothing at the socket paths is touched then), opens the metrics endpoint
+  // (FAILED_PRECONDITION saying "address already in use" when its port is taken), probes the
+  // backends, binds the sockets and starts serving. On failure nothing this call bound stays.
   absl::Status Start();
   // Stops accepting, lets in-flight calls finish (up to `grace`), closes every session.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
@@ -61,9 +70,12 @@ class Daemon {
   Executor& executor() { return *executor_; }
   Metrics& metrics() { return *metrics_; }
   AutotuneManager& autotune() { return *autotune_; }
+  // The credentials of the Unix connections the daemon accepted (see ConnectionAcceptor).
+  PeerTable& peers() { return peers_; }
   absl::Time started() const { return started_; }
 
  private:
+  absl::Status BindSockets();
   void ReapLoop();
   void UpdateGauges();
 
@@ -75,11 +87,18 @@ class Daemon {
   std::unique_ptr<AutotuneManager> autotune_;
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<Executor> executor_;
+  PeerTable peers_;
+  std::unique_ptr<PathLock> data_lock_;
+  std::unique_ptr<PathLock> admin_lock_;
   std::unique_ptr<grpc::Service> data_service_;
   std::unique_ptr<grpc::Service> admin_service_;
   std::unique_ptr<grpc::Service> denied_admin_service_;
   std::unique_ptr<grpc::Server> data_server_;
   std::unique_ptr<grpc::Server> admin_server_;
+  std::unique_ptr<UnixListener> data_listener_;
+  std::unique_ptr<UnixListener> fd_listener_;
+  std::unique_ptr<UnixListener> admin_listener_;
+  std::unique_ptr<ConnectionAcceptor> acceptor_;
   absl::Notification stop_reaper_;
   std::thread reaper_;
   bool shut_down_ = false;
@@ -87,6 +106,10 @@ class Daemon {
 
 // kerneld's version string ("0.1.0").
 const char* KerneldVersion();
+
+// The fd socket of the data socket at `data_socket` (FdRequest in kerneld.proto): the same path
+// with ".fd" appended.
+std::string FdSocketPath(const std::string& data_socket);
 
 }  // namespace kd
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kerneld/kernels/backend.h"
+#include "server/peer.h"
+#include "server/unique_fd.h"
 
 namespace kd {
 
@@ -52,10 +55,14 @@ struct BufferEntry {
 
 class Session {
  public:
-  Session(std::string id, std::string client_name, uint32_t lease_seconds);
+  Session(std::string id, std::string client_name, uint32_t lease_seconds,
+          std::optional<PeerCredentials> peer);
 
   const std::string& id() const { return id_; }
   const std::string& client_name() const { return client_name_; }
+  // The peer that opened the session (the credentials of its data-socket connection); nullopt
+  // for a session opened over TCP.
+  const std::optional<PeerCredentials>& peer() const { return peer_; }
   uint32_t lease_seconds() const { return lease_seconds_; }
   absl::Time created() const { return created_; }
   absl::Time last_activity() const { return absl::FromUnixNanos(last_activity_ns_.load()); }
@@ -90,6 +97,7 @@ class Session {
   const std::string id_;
   const std::string client_name_;
   const uint32_t lease_seconds_;
+  const std::optional<PeerCredentials> peer_;
   const absl::Time created_;
   std::atomic<int64_t> last_activity_ns_;
 
@@ -100,6 +108,14 @@ class Session {
   std::map<std::string, std::shared_ptr<Event>> events_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<SessionAttachment>> attachments_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&)> end_hook_ ABSL_GUARDED_BY(mu_);
+};
+
+// Pool memory handed to its session: the buffer, how a client reaches it (GPU: an IPC handle),
+// and for host memory the one descriptor of it (a sealed memfd) that the daemon hands out.
+struct Allocation {
+  BufferEntry entry;
+  MemoryHandle handle;
+  UniqueFd fd;
 };
 
 struct ManagerStats {
@@ -115,10 +131,16 @@ class SessionManager {
   ~SessionManager();
 
   // RESOURCE_EXHAUSTED past max_sessions. The lease is capped at max_lease_seconds.
+  // INVALID_ARGUMENT for a client_name over 128 bytes or holding a NUL byte. `peer`: who opened
+  // it (nullopt over TCP).
   absl::StatusOr<std::shared_ptr<Session>> Open(const std::string& client_name,
-                                                uint32_t lease_seconds);
+                                                uint32_t lease_seconds,
+                                                std::optional<PeerCredentials> peer = std::nullopt);
   // NOT_FOUND for an unknown (or already ended) session. Marks it active.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& session_id);
+  // Find, for a request that came from a peer with user id `uid` (the fd socket): a session
+  // opened by another user, or with no known peer, is NOT_FOUND exactly as an unknown one.
+  absl::StatusOr<std::shared_ptr<Session>> FindForUid(const std::string& session_id, uid_t uid);
   // Whether the session is open, without counting as activity (leases are not renewed).
   bool IsOpen(const std::string& session_id) const;
   // Ends the session and releases its buffers; returns how many. Idempotent: NOT_FOUND when the
@@ -129,8 +151,8 @@ class SessionManager {
   absl::StatusOr<BufferEntry> Register(Session& session, Backend& backend,
                                        const MemoryHandle& handle);
   // Allocates pool memory through `backend` and adds it to the session.
-  absl::StatusOr<std::pair<BufferEntry, MemoryHandle>> Allocate(Session& session, Backend& backend,
-                                                                int device, uint64_t bytes);
+  absl::StatusOr<Allocation> Allocate(Session& session, Backend& backend, int device,
+                                      uint64_t bytes);
   // NOT_FOUND unless the session holds `buffer_id`.
   absl::Status Release(Session& session, uint64_t buffer_id);
 
@@ -145,6 +167,7 @@ class SessionManager {
  private:
   absl::StatusOr<BufferEntry> AddBuffer(Session& session, Backend& backend,
                                         std::unique_ptr<Region> region, bool allocated);
+  static absl::Status UnknownSession(const std::string& session_id);
 
   const SessionLimits limits_;
   mutable absl::Mutex mu_;

@@ -2,7 +2,6 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
-
 #include <unistd.h>
 
 #include <thread>

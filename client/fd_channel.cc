@@ -55,8 +55,8 @@ absl::Status FdChannel::ConnectLocked() {
   if (connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
     close(s);
-    return absl::UnavailableError(absl::StrCat("cannot connect to kerneld's fd socket ", path_,
-                                               ": ", std::strerror(err)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to kerneld's fd socket ", path_, ": ", std::strerror(err)));
   }
   socket_ = s;
   return absl::OkStatus();
@@ -71,9 +71,9 @@ absl::StatusOr<FdChannel::Result> FdChannel::Call(const v1::FdRequest& request, 
   }
   const std::string bytes = request.SerializeAsString();
   if (bytes.size() > kMaxMessageBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request has ", bytes.size(), " bytes; the fd socket takes at most ",
-                     kMaxMessageBytes));
+    return absl::InvalidArgumentError(absl::StrCat("the request has ", bytes.size(),
+                                                   " bytes; the fd socket takes at most ",
+                                                   kMaxMessageBytes));
   }
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
@@ -114,9 +114,8 @@ absl::StatusOr<FdChannel::Result> FdChannel::Call(const v1::FdRequest& request, 
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left_ms <= 0) {
       CloseLocked();
-      return absl::DeadlineExceededError(
-          absl::StrCat("kerneld's fd socket ", path_, " did not answer within ",
-                       absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kerneld's fd socket ", path_, " did not answer within ", absl::FormatDuration(timeout)));
     }
     pollfd p{socket_, POLLIN, 0};
     const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
@@ -158,8 +157,7 @@ absl::StatusOr<FdChannel::Result> FdChannel::Call(const v1::FdRequest& request, 
   }
   if (result.reply.code() != 0) {
     drop_fd();
-    return absl::Status(static_cast<absl::StatusCode>(result.reply.code()),
-                        result.reply.message());
+    return absl::Status(static_cast<absl::StatusCode>(result.reply.code()), result.reply.message());
   }
   return result;
 }

@@ -15,7 +15,8 @@ std::string EchoClientString(absl::string_view value) {
 absl::Status CheckNoNul(absl::string_view field, absl::string_view value) {
   const size_t nul = value.find('\0');
   if (nul == absl::string_view::npos) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, "=\"", EchoClientString(value.substr(0, nul)),
+  return absl::InvalidArgumentError(absl::StrCat(field, "=\"",
+                                                 EchoClientString(value.substr(0, nul)),
                                                  "\\0...\" holds a NUL byte at offset ", nul));
 }
 

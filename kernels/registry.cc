@@ -10,8 +10,8 @@ absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
   auto registry = std::unique_ptr<BackendRegistry>(new BackendRegistry());
   const std::string& want = options.preferred;
   if (want != "auto" && want != "cpu" && want != "cuda" && want != "hip") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend=\"", EchoClientString(want), "\" must be one of auto, cpu, cuda, hip"));
+    return absl::InvalidArgumentError(absl::StrCat("backend=\"", EchoClientString(want),
+                                                   "\" must be one of auto, cpu, cuda, hip"));
   }
 #if defined(KD_HAVE_CUDA)
   if (want == "auto" || want == "cuda") {

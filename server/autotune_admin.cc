@@ -99,9 +99,9 @@ class TuneReactor : public grpc::ServerWriteReactor<v1::TuneProgress> {
     for (int i = 0; i < req.shapes_size(); ++i) {
       const v1::TuneShape& s = req.shapes(i);
       if (!s.op().empty() && s.op() != "gemm") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("shapes[", i, "].op=\"", EchoClientString(s.op()),
-                         "\" is not tunable (only \"gemm\")"));
+        return absl::InvalidArgumentError(absl::StrCat("shapes[", i, "].op=\"",
+                                                       EchoClientString(s.op()),
+                                                       "\" is not tunable (only \"gemm\")"));
       }
       job.shapes.push_back(TuneShapeFromProto(s));
     }

@@ -269,9 +269,9 @@ absl::Status AutotuneManager::Pin(absl::string_view key_text, absl::string_view 
   if (!key.ok()) return key.status();
   ModelCache* c = FindForKey(*key);
   if (c == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no device of this node is a \"", EchoClientString(key->device), "\" (",
-                     EchoClientString(key->arch), ")"));
+    return absl::NotFoundError(absl::StrCat("no device of this node is a \"",
+                                            EchoClientString(key->device), "\" (",
+                                            EchoClientString(key->arch), ")"));
   }
   const absl::Status s = c->cache->Pin(*key, config);
   if (s.ok()) Persist(*c);
@@ -283,9 +283,9 @@ absl::Status AutotuneManager::Unpin(absl::string_view key_text) {
   if (!key.ok()) return key.status();
   ModelCache* c = FindForKey(*key);
   if (c == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no device of this node is a \"", EchoClientString(key->device), "\" (",
-                     EchoClientString(key->arch), ")"));
+    return absl::NotFoundError(absl::StrCat("no device of this node is a \"",
+                                            EchoClientString(key->device), "\" (",
+                                            EchoClientString(key->arch), ")"));
   }
   const absl::Status s = c->cache->Unpin(*key);
   if (s.ok()) Persist(*c);

@@ -1,5 +1,6 @@
 #include "server/connection_acceptor.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -132,7 +133,11 @@ bool ConnectionAcceptor::Serve(FdConnection& connection) {
     msg.msg_controllen = sizeof(control);
     const ssize_t n = recvmsg(connection.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-    if (n == 0) return false;  // the peer closed its end
+    if (n == 0) {
+      // Either the peer closed its end or it sent an empty message (an empty FdRequest).
+      pollfd p{connection.fd.get(), POLLRDHUP, 0};
+      if (poll(&p, 1, 0) != 0) return false;
+    }
     std::vector<UniqueFd> fds;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -145,11 +150,10 @@ bool ConnectionAcceptor::Serve(FdConnection& connection) {
     }
     absl::Status unusable;
     if (msg.msg_flags & MSG_TRUNC) {
-      unusable = absl::ResourceExhaustedError(absl::StrCat(
-          "the fd-socket message is larger than ", kMaxFdMessageBytes, " bytes"));
+      unusable = absl::ResourceExhaustedError(
+          absl::StrCat("the fd-socket message is larger than ", kMaxFdMessageBytes, " bytes"));
     } else if ((msg.msg_flags & MSG_CTRUNC) || fds.size() > 1) {
-      unusable = absl::InvalidArgumentError(
-          "an fd-socket message carries at most one descriptor");
+      unusable = absl::InvalidArgumentError("an fd-socket message carries at most one descriptor");
     }
     UniqueFd fd;
     if (unusable.ok() && fds.size() == 1) fd = std::move(fds[0]);

@@ -156,8 +156,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       switch (request.call_case()) {
         case v1::FdRequest::kRegisterBuffer:
           method = "fd.RegisterBuffer";
-          status =
-              DoRegister(request.register_buffer(), reply.mutable_register_buffer(), caller);
+          status = DoRegister(request.register_buffer(), reply.mutable_register_buffer(), caller);
           break;
         case v1::FdRequest::kAllocateBuffer:
           method = "fd.AllocateBuffer";
@@ -385,8 +384,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     }
     KD_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(req.session_id(), caller));
     if (session->HasAttachment(kSubmitRingAttachment)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "session_id=\"", EchoClientString(session->id()), "\" already has a submit ring"));
+      return absl::AlreadyExistsError(absl::StrCat("session_id=\"", EchoClientString(session->id()),
+                                                   "\" already has a submit ring"));
     }
     // The ring is client memory like a registered buffer: the CPU backend (always present) maps
     // it, checks its size, and watches it for truncation.
@@ -479,8 +478,8 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
       case v1::RegisterBufferRequest::kShmName:
       case v1::RegisterBufferRequest::kAttachedFd:
         backend = daemon_->backends().Get(BackendKind::kCpu);
-        KD_RETURN_IF_ERROR(HostMemory(*session, caller, req.has_attached_fd(), req.shm_name(),
-                                      handle, opened));
+        KD_RETURN_IF_ERROR(
+            HostMemory(*session, caller, req.has_attached_fd(), req.shm_name(), handle, opened));
         break;
       case v1::RegisterBufferRequest::kIpc: {
         const v1::IpcMemHandle& ipc = req.ipc();
@@ -527,16 +526,16 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     Backend* backend = req.backend().empty() ? daemon_->backends().Default()
                                              : daemon_->backends().GetByName(req.backend());
     if (backend == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "backend=\"", EchoClientString(req.backend()), "\" is not a backend of this daemon"));
+      return absl::InvalidArgumentError(absl::StrCat("backend=\"", EchoClientString(req.backend()),
+                                                     "\" is not a backend of this daemon"));
     }
     if (req.device() < 0 || req.device() >= backend->DeviceCount()) {
       return absl::InvalidArgumentError(
           absl::StrCat("device=", req.device(), " must be in [0, ", backend->DeviceCount(), ")"));
     }
     if (req.size() == 0) return absl::InvalidArgumentError("size=0 must be > 0");
-    KD_ASSIGN_OR_RETURN(Allocation allocation, daemon_->sessions().Allocate(
-                                                   *session, *backend, req.device(), req.size()));
+    KD_ASSIGN_OR_RETURN(Allocation allocation,
+                        daemon_->sessions().Allocate(*session, *backend, req.device(), req.size()));
     resp->set_buffer_id(allocation.entry.id);
     resp->set_size(allocation.entry.region->size());
     if (!allocation.handle.ipc_handle.empty()) {

@@ -19,9 +19,7 @@ absl::Status CannotOpen(const std::string& name, int err) {
                                                  "\" cannot be opened: ", std::strerror(err)));
 }
 
-bool HasAcl(int fd) {
-  return fgetxattr(fd, "system.posix_acl_access", nullptr, 0) >= 0;
-}
+bool HasAcl(int fd) { return fgetxattr(fd, "system.posix_acl_access", nullptr, 0) >= 0; }
 
 }  // namespace
 

@@ -39,9 +39,8 @@ absl::StatusOr<PeerCredentials> ReadPeerCredentials(int fd) {
 bool PeerMayReadWrite(const PeerCredentials& peer, const struct stat& st) {
   if (peer.uid == 0) return true;
   if (st.st_uid == peer.uid) return (st.st_mode & 0600) == 0600;
-  const bool in_group =
-      st.st_gid == peer.gid ||
-      std::find(peer.groups.begin(), peer.groups.end(), st.st_gid) != peer.groups.end();
+  const bool in_group = st.st_gid == peer.gid || std::find(peer.groups.begin(), peer.groups.end(),
+                                                           st.st_gid) != peer.groups.end();
   if (in_group) return (st.st_mode & 0060) == 0060;
   return (st.st_mode & 0006) == 0006;
 }

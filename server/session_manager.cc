@@ -143,8 +143,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::FindForUid(const std::s
                                                                     uid_t uid) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || !it->second->peer().has_value() ||
-      it->second->peer()->uid != uid) {
+  if (it == sessions_.end() || !it->second->peer().has_value() || it->second->peer()->uid != uid) {
     return UnknownSession(session_id);
   }
   it->second->Touch();
@@ -234,8 +233,8 @@ absl::StatusOr<BufferEntry> SessionManager::Register(Session& session, Backend& 
   return AddBuffer(session, backend, std::move(region), /*allocated=*/false);
 }
 
-absl::StatusOr<Allocation> SessionManager::Allocate(Session& session, Backend& backend,
-                                                    int device, uint64_t bytes) {
+absl::StatusOr<Allocation> SessionManager::Allocate(Session& session, Backend& backend, int device,
+                                                    uint64_t bytes) {
   {
     const Session::Usage u = session.usage();
     if (u.allocated_bytes + bytes > limits_.max_allocated_bytes_per_session ||

@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<PathLock>> PathLock::Acquire(const std::string& s
     const bool known =
         n > 0 && absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(buf, n)), &pid);
     return absl::FailedPreconditionError(absl::StrCat(
-        "another kerneld", known ? absl::StrCat(" (pid ", pid, ")") : std::string(),
-        " serves ", socket_path, ": it holds ", lock_path,
+        "another kerneld", known ? absl::StrCat(" (pid ", pid, ")") : std::string(), " serves ",
+        socket_path, ": it holds ", lock_path,
         "; not starting (stop it first, or give this one other --socket/--admin_socket paths)"));
   }
   const std::string pid = absl::StrCat(getpid(), "\n");

@@ -32,7 +32,8 @@ class PathLock {
   const std::string& lock_path() const { return lock_path_; }
 
  private:
-  PathLock(std::string lock_path, UniqueFd fd) : lock_path_(std::move(lock_path)), fd_(std::move(fd)) {}
+  PathLock(std::string lock_path, UniqueFd fd)
+      : lock_path_(std::move(lock_path)), fd_(std::move(fd)) {}
   std::string lock_path_;
   UniqueFd fd_;
 };

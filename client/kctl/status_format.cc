@@ -102,10 +102,10 @@ std::string FormatStatusTable(const v1::StatusResponse& status) {
            FormatSeconds(s.idle_seconds()),
            s.lease_seconds() == 0 ? std::string("stream") : absl::StrCat(s.lease_seconds(), "s")});
     }
-    absl::StrAppend(&out, RenderTable({"SESSION", "CLIENT", "PID", "UID", "BUFFERS", "BYTES", "AGE",
-                                       "IDLE", "LEASE"},
-                                      {false, false, true, true, true, true, true, true, true},
-                                      rows));
+    absl::StrAppend(
+        &out,
+        RenderTable({"SESSION", "CLIENT", "PID", "UID", "BUFFERS", "BYTES", "AGE", "IDLE", "LEASE"},
+                    {false, false, true, true, true, true, true, true, true}, rows));
   }
   absl::StrAppend(&out, "\n");
 

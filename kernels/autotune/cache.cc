@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/autotune_cache.h"
+#include "kerneld/kernels/client_string.h"
 #include "kernels/autotune/file_io.h"
 #include "kernels/autotune/text.h"
 
@@ -356,7 +356,8 @@ absl::Status TuneCache::Unpin(const TuneKey& key) {
   const std::string k = key.ToString();
   absl::MutexLock l(&mu_);
   auto it = entries_.find(k);
-  if (it == entries_.end()) return absl::NotFoundError(absl::StrCat("no cache entry for ", EchoClientString(k)));
+  if (it == entries_.end())
+    return absl::NotFoundError(absl::StrCat("no cache entry for ", EchoClientString(k)));
   it->second.pinned = false;
   it->second.updated_unix = NowUnix();
   return absl::OkStatus();

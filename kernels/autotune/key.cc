@@ -3,8 +3,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/autotune_key.h"
+#include "kerneld/kernels/client_string.h"
 #include "kernels/autotune/text.h"
 
 namespace kd {
@@ -24,9 +24,9 @@ absl::StatusOr<int64_t> ParseDim(absl::string_view part, char prefix, absl::stri
                                  int64_t min) {
   int64_t v = 0;
   if (part.empty() || part[0] != prefix || !absl::SimpleAtoi(part.substr(1), &v) || v < min) {
-    return absl::InvalidArgumentError(absl::StrCat("tune key ", field, "=\"", EchoClientString(part), "\" must be '",
-                                                   std::string(1, prefix),
-                                                   "' and an integer >= ", min));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tune key ", field, "=\"", EchoClientString(part), "\" must be '",
+                     std::string(1, prefix), "' and an integer >= ", min));
   }
   return v;
 }

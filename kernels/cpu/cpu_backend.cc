@@ -124,7 +124,8 @@ class CpuBackend : public Backend {
     // A memfd has no name: nothing is left in /dev/shm if the daemon dies, and nobody reaches it
     // but whoever is given its descriptor (the session it is allocated to).
     const int fd = memfd_create("kerneld-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", ErrnoMessage(errno)));
+    if (fd < 0)
+      return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", ErrnoMessage(errno)));
     auto fail = [fd](absl::string_view what) {
       const int err = errno;
       close(fd);
@@ -162,9 +163,10 @@ class CpuBackend : public Backend {
   }
 
   absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) override {
-    const std::string what = handle.shm_name.empty()
-                                 ? std::string("the descriptor")
-                                 : absl::StrCat("shm_name=\"", EchoClientString(handle.shm_name), "\"");
+    const std::string what =
+        handle.shm_name.empty()
+            ? std::string("the descriptor")
+            : absl::StrCat("shm_name=\"", EchoClientString(handle.shm_name), "\"");
     if (handle.fd < 0) {
       return absl::InvalidArgumentError(
           "the cpu backend imports host memory by descriptor (fd), and none was given");
@@ -183,9 +185,8 @@ class CpuBackend : public Backend {
           what, " is not shared memory: it must be a memfd or a tmpfs or hugetlbfs file"));
     }
     if (handle.size > static_cast<uint64_t>(st.st_size)) {
-      return absl::InvalidArgumentError(absl::StrCat("size=", handle.size,
-                                                     " exceeds the real size ", st.st_size,
-                                                     " of ", what));
+      return absl::InvalidArgumentError(
+          absl::StrCat("size=", handle.size, " exceeds the real size ", st.st_size, " of ", what));
     }
     void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, handle.fd, 0);
     if (p == MAP_FAILED) {

@@ -114,8 +114,7 @@ struct QuantizeBuffers {
   v1::QuantizeOp op;
 };
 
-QuantizeBuffers MakeQuantize(Client& client, int64_t m, int64_t k,
-                             const ShmOptions& options = {}) {
+QuantizeBuffers MakeQuantize(Client& client, int64_t m, int64_t k, const ShmOptions& options = {}) {
   QuantizeBuffers q;
   q.x = *ShmBuffer::Create(m * k * 2, options);
   q.y = *ShmBuffer::Create(m * k, options);

@@ -33,7 +33,8 @@ ShmOptions Named() {
 // What /proc/self/fd/<fd> points to ("/memfd:<label> (deleted)" for a memfd).
 std::string FdTarget(int fd) {
   char target[512];
-  const ssize_t n = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof(target));
+  const ssize_t n =
+      readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof(target));
   return n > 0 ? std::string(target, n) : std::string();
 }
 

@@ -275,8 +275,8 @@ TEST_F(DaemonTest, PipelinesThroughSubmitRingsAreCorrectAndCountedAsRingCalls) {
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Quantize\"", "code=\"OK\""}), 4);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Gemm\"", "code=\"OK\""}), 2);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"ring.Submit\"", "code=\"OK\""}), 2);
-  EXPECT_EQ(
-      delta("kerneld_rpc_requests_total", {"method=\"fd.AttachSubmitRing\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"fd.AttachSubmitRing\"", "code=\"OK\""}),
+            2);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Quantize\""}), 0);
   EXPECT_EQ(delta("kerneld_rpc_requests_total", {"method=\"Submit\""}), 0);
   EXPECT_LT(WaitForCounts(0, 0, absl::Seconds(5)), absl::Seconds(5));

@@ -46,8 +46,7 @@ TEST_F(SessionManagerTest, CloseReleasesEveryBuffer) {
   EXPECT_EQ(cpu_->Memory(0).used, 1u << 20);
   // Pool memory is a memfd sealed at its size: its holder cannot shrink it under the daemon.
   ASSERT_TRUE(alloc->fd.valid());
-  EXPECT_EQ(fcntl(alloc->fd.get(), F_GET_SEALS),
-            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_EQ(fcntl(alloc->fd.get(), F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   EXPECT_NE(ftruncate(alloc->fd.get(), 0), 0);
   EXPECT_TRUE(alloc->handle.shm_name.empty());
   alloc = absl::UnknownError("dropped");  // the test's copy must not keep the region alive

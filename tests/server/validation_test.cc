@@ -528,6 +528,100 @@ TEST_F(ValidationTest, TooLongClientNameIsInvalid) {
   EXPECT_STATUS(stream->Finish(), INVALID_ARGUMENT, "client_name has 200 bytes; at most 128");
 }
 
+TEST_F(ValidationTest, NamesWithANulByteAreInvalid) {
+  grpc::ClientContext ctx;
+  v1::RegisterBufferRequest req;
+  req.set_session_id(session_.id);
+  req.set_shm_name(shm_.name() + std::string("\0x", 2));  // a C API would open shm_.name()
+  req.set_size(16);
+  v1::RegisterBufferResponse resp;
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                absl::StrCat("shm_name=\"", shm_.name(), "\\0...\" holds a NUL byte at offset ",
+                             shm_.name().size()));
+  grpc::ClientContext open_ctx;
+  v1::OpenSessionRequest open;
+  open.set_client_name(std::string("rank\0zero", 9));
+  auto stream = daemon_.data().OpenSession(&open_ctx, open);
+  v1::SessionEvent ev;
+  EXPECT_FALSE(stream->Read(&ev));
+  EXPECT_STATUS(stream->Finish(), INVALID_ARGUMENT, "client_name=\"rank\\0...\" holds a NUL");
+}
+
+TEST_F(ValidationTest, DescriptorSourceOverGrpcIsInvalid) {
+  grpc::ClientContext ctx;
+  v1::RegisterBufferRequest req;
+  req.set_session_id(session_.id);
+  req.set_attached_fd(true);
+  req.set_size(16);
+  v1::RegisterBufferResponse resp;
+  EXPECT_STATUS(daemon_.data().RegisterBuffer(&ctx, req, &resp), INVALID_ARGUMENT,
+                "a descriptor can come only with a request on the fd socket");
+}
+
+// A status travels in gRPC metadata, whose default limit is 8 KiB: were a 16 KiB session id or
+// name echoed whole, gRPC would tear down the connection, and the healthy session that shares
+// it (the fixture's, whose stream and calls use the same channel) would end with it.
+TEST_F(ValidationTest, HugeClientStringsComeBackTruncatedAndTheConnectionSurvives) {
+  const std::string huge(16 << 10, 'x');
+  const std::string echoed = std::string(128, 'x') + "...(truncated, 16384 bytes)";
+  auto expect_truncated = [&](const grpc::Status& s, grpc::StatusCode code) {
+    EXPECT_EQ(s.error_code(), code) << s.error_message().substr(0, 300);
+    EXPECT_NE(s.error_message().find(echoed), std::string::npos)
+        << s.error_message().substr(0, 300);
+    EXPECT_LT(s.error_message().size(), 512u);
+  };
+  {
+    v1::QuantizeRequest r = GoodQuantize();
+    r.set_session_id(huge);
+    expect_truncated(Call(r), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CloseSessionRequest req;
+    req.set_session_id(huge);
+    v1::CloseSessionResponse resp;
+    expect_truncated(daemon_.data().CloseSession(&ctx, req, &resp), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::RegisterBufferRequest req;
+    req.set_session_id(session_.id);
+    req.set_shm_name("/" + huge);
+    req.set_size(16);
+    v1::RegisterBufferResponse resp;
+    const grpc::Status s = daemon_.data().RegisterBuffer(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("...(truncated, 16385 bytes)"), std::string::npos)
+        << s.error_message().substr(0, 300);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::AllocateBufferRequest req;
+    req.set_session_id(session_.id);
+    req.set_backend(huge);
+    req.set_size(16);
+    v1::AllocateBufferResponse resp;
+    expect_truncated(daemon_.data().AllocateBuffer(&ctx, req, &resp),
+                     grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::AttachSubmitRingRequest req;
+    req.set_session_id(huge);
+    req.set_shm_name(shm_.name());
+    req.set_size(4096);
+    v1::AttachSubmitRingResponse resp;
+    expect_truncated(daemon_.data().AttachSubmitRing(&ctx, req, &resp),
+                     grpc::StatusCode::NOT_FOUND);
+  }
+  // The fixture's session is still open on the same connection (TearDown runs an op on it).
+  grpc::ClientContext ctx;
+  v1::StatusResponse status;
+  ASSERT_TRUE(daemon_.admin().Status(&ctx, v1::StatusRequest(), &status).ok());
+  ASSERT_EQ(status.sessions_size(), 1);
+  EXPECT_EQ(status.sessions(0).session_id(), session_.id);
+}
+
 class LimitsTest : public ::testing::Test {
  protected:
   static DaemonOptions Small() {

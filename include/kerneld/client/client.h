@@ -195,9 +195,9 @@ class Client {
 
   // Moves the session's op calls (Quantize, Gemm, Pad, Unpad, Submit) onto a submit ring:
   // shared memory this process creates and hands the daemon over its fd socket, served by a
-  // daemon thread of its own until the session ends. Calls keep their semantics, statuses and deadlines
-  // (options().op_timeout) and save the gRPC round trip (60-130 µs on a Unix socket). A call
-  // goes over gRPC instead when every slot is busy or its request is larger than a slot.
+  // daemon thread of its own until the session ends. Calls keep their semantics, statuses and
+  // deadlines (options().op_timeout) and save the gRPC round trip (60-130 µs on a Unix socket). A
+  // call goes over gRPC instead when every slot is busy or its request is larger than a slot.
   // FAILED_PRECONDITION without a session or with a ring already attached; the daemon's
   // status otherwise (FAILED_PRECONDITION when it runs with --submit_rings=false). Must not
   // run concurrently with other calls. The ring goes with the session.

@@ -29,10 +29,10 @@ class UnixListener;
 struct DaemonOptions {
   // mode 0660; the fd socket (FdSocketPath) sits next to it with the same mode and group.
   std::string data_socket = "/run/kerneld/kerneld.sock";
-  std::string socket_group;                               // group of the data socket
-  std::string admin_socket = "/run/kerneld/admin.sock";   // mode 0600
-  std::string tcp_address;                                // opt-in data plane on TCP
-  std::string metrics_address = "127.0.0.1:9464";         // empty: no metrics endpoint
+  std::string socket_group;                              // group of the data socket
+  std::string admin_socket = "/run/kerneld/admin.sock";  // mode 0600
+  std::string tcp_address;                               // opt-in data plane on TCP
+  std::string metrics_address = "127.0.0.1:9464";        // empty: no metrics endpoint
   RegistryOptions backends;
   SessionLimits limits;
   uint32_t max_batch_ops = 256;

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/kctl/commands.h"
@@ -137,6 +138,9 @@ TEST_F(ClientDaemonTest, OpenSessionGivesAnIdTheBackendAndTheDaemonListsIt) {
   const auto info = FindSession(client->session_id());
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->client_name(), "open-test");
+  // The peer as the kernel reports it for the data socket's connection.
+  EXPECT_EQ(info->pid(), getpid());
+  EXPECT_EQ(info->uid(), static_cast<int64_t>(geteuid()));
 }
 
 TEST_F(ClientDaemonTest, SecondOpenSessionIsFailedPrecondition) {
@@ -285,6 +289,8 @@ TEST_F(ClientDaemonTest, KctlStatusJsonListsALiveSessionWithItsBuffers) {
   ASSERT_NE(at, std::string::npos) << json;
   EXPECT_NE(json.find("\"client_name\": \"kctl-json\"", at), std::string::npos) << json;
   EXPECT_NE(json.find("\"buffers\": 3", at), std::string::npos) << json;
+  EXPECT_NE(json.find(absl::StrCat("\"pid\": ", getpid()), at), std::string::npos) << json;
+  EXPECT_NE(json.find(absl::StrCat("\"uid\": ", geteuid()), at), std::string::npos) << json;
 }
 
 TEST_F(ClientDaemonTest, KctlStatusTableShowsTheSession) {

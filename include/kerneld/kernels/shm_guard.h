@@ -1,7 +1,7 @@
 // Survives a client that truncates a shared-memory object the daemon has mapped.
 //
-// The daemon maps POSIX shm objects that other processes can resize: a trainer's registered
-// buffers, the CPU pool's buffers once a trainer has opened them by name, and submit rings. If
+// The daemon maps shared memory that other processes can resize: a trainer's registered
+// buffers and submit rings, unless sealed against shrinking (the CPU pool's memfds are). If
 // the owner shrinks an object with ftruncate, the daemon's next access past the new end raises
 // SIGBUS, which would kill the daemon and every other client's work. A ShmWatch covers one such
 // mapping: a SIGBUS inside it replaces the whole watched range with private zero pages (so the

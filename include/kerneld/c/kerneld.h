@@ -333,23 +333,24 @@ KD_API int kd_submit_ring_info(const kd_client* client, uint64_t* ring_calls, ui
 /* ------------------------------------------------------------------------------------------ */
 /* Buffers. */
 
-/* A mapped POSIX shared-memory object (the memory the CPU backend reads and writes): either
- * created here (owned: its name is unlinked when destroyed) or mapped from a daemon
- * allocation. Not synchronised: one thread at a time per kd_shm; the memory itself from any. */
+/* Mapped shared memory (the memory the CPU backend reads and writes) and its descriptor: either
+ * created here (a sealed memfd with no name, so nothing is left behind if the process dies) or
+ * a daemon allocation. Registering it sends the descriptor over the daemon's fd socket (the
+ * data socket's path + ".fd"). Not synchronised: one thread at a time per kd_shm; the memory
+ * itself from any. Each kd_shm holds one open descriptor until destroyed. */
 typedef struct kd_shm kd_shm;
 
-/* Creates a zero-filled object of `size` bytes with permission bits `mode` (0: 0600) and group
- * owner `group` (-1: the creator's; this process must be a member otherwise) and maps it
- * read-write into *out. A daemon running as its own user needs mode 0660 and its group
- * (deploy/README.md). KD_INVALID_ARGUMENT for size 0; the errno's code otherwise
- * (KD_PERMISSION_DENIED, KD_RESOURCE_EXHAUSTED...). Thread-safety: any. */
+/* Creates `size` zero-filled bytes of shared memory (a memfd sealed at its size) and maps it
+ * read-write into *out. `mode` and `group` are not used: the memory has no name and reaches the
+ * daemon as a descriptor, whatever user the daemon runs as. KD_INVALID_ARGUMENT for size 0; the
+ * errno's code otherwise (KD_RESOURCE_EXHAUSTED...). Thread-safety: any. */
 KD_API int kd_shm_create(uint64_t size, uint32_t mode, int64_t group, kd_shm** out);
-/* Unmaps and frees `shm` (unlinking its name if it owns one). A registered buffer stays
+/* Unmaps and frees `shm` and closes its descriptor. A registered buffer stays
  * registered: the daemon has its own mapping; release it with kd_release_shm or let the
  * session end. NULL is a no-op. */
 KD_API void kd_shm_destroy(kd_shm* shm);
-/* Its mapping (page aligned), size, name ("/kerneld-client-..."), and the daemon's buffer id
- * once registered or allocated (0 before). */
+/* Its mapping (page aligned), size, name ("": memfds and allocations have none), and the
+ * daemon's buffer id once registered or allocated (0 before). */
 KD_API void* kd_shm_data(const kd_shm* shm);
 KD_API uint64_t kd_shm_size(const kd_shm* shm);
 KD_API const char* kd_shm_name(const kd_shm* shm);
@@ -369,12 +370,13 @@ KD_API int kd_register_shm(kd_client* client, kd_shm* shm, uint64_t* buffer_id);
 KD_API int kd_register_ipc(kd_client* client, int32_t kind, const uint8_t* handle, uint64_t offset,
                            uint64_t size, int32_t device, uint64_t* buffer_id);
 
-/* What the daemon allocated (kd_allocate): host memory by shm name, or device memory by IPC
- * handle (kind != 0). */
+/* What the daemon allocated (kd_allocate): device memory by IPC handle (kind != 0), or host
+ * memory (kind 0), which this call does not map: host pool memory is handed out only as a
+ * descriptor (kd_allocate_shm maps it), so here it is usable by its id in ops. */
 typedef struct kd_allocation {
   uint64_t buffer_id;
   uint64_t size;
-  char shm_name[256]; /* "" for device memory */
+  char shm_name[256]; /* "": the daemon's pool has no names */
   int32_t ipc_kind;   /* kd_ipc_kind; 0 for host memory */
   int32_t device;
   uint64_t ipc_offset;
@@ -386,8 +388,9 @@ typedef struct kd_allocation {
  * for size 0, an unknown backend or device. Thread-safety: any, between open and close. */
 KD_API int kd_allocate(kd_client* client, uint64_t size, const char* backend, int32_t device,
                        kd_allocation* out);
-/* The same for host memory, mapped: *out is a kd_shm that does not own the name.
- * KD_UNIMPLEMENTED (and nothing held) when the daemon allocated device memory. */
+/* The same for host memory, mapped: *out is a kd_shm of the descriptor the daemon sent (over
+ * its fd socket), reachable by no other session. KD_UNIMPLEMENTED (and nothing held) when the
+ * daemon allocated device memory. */
 KD_API int kd_allocate_shm(kd_client* client, uint64_t size, const char* backend, int32_t device,
                            kd_shm** out);
 

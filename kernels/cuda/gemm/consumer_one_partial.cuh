@@ -1,4 +1,19 @@
-// one partial
+// The consumer loop of the wide tile (128x192) and the three-warpgroup tile (192x128): one partial
+// sum per warpgroup, each K block issued, waited for and promoted in turn, the warpgroups running
+// free of one another.
+//
+// A 64 x 192 fp32 partial is 96 registers per thread: two of them and the accumulator would not
+// fit beside addressing, so a wide tile keeps one partial per warpgroup. The warpgroup issues a
+// block's four wgmmas, waits for all of them (wait_group 0), promotes, frees the stage and issues
+// the next block into the same partial; while it promotes, the tensor core runs the other
+// warpgroups' blocks. Per 128-K block the 128 x 192 tile reads 16 KB of A and 2 x 24 KB of B from
+// shared memory and loads 40 KB (A + B) from L2, for 1.5x the FLOPs of a 128 x 128 tile's 48 KB
+// read and 32 KB loaded.
+// A 192 x 128 tile has three consumer warpgroups of 64 x 128 (one 64-register partial each, 512
+// threads): each warpgroup's per-block chain (wait, 64 promotion FFMAs, release, next block's
+// bookkeeping and issue) has the other two's blocks, 512 tensor-core cycles, to hide under, where
+// the 128 x 192 tile's has one block of 384. Same area per tile (24576 outputs), 40 KB loaded per
+// K block (24 KB A + 16 KB B).
 #ifndef KERNELD_KERNELS_CUDA_GEMM_CONSUMER_ONE_PARTIAL_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_CONSUMER_ONE_PARTIAL_CUH_
 
@@ -21,23 +36,7 @@
 namespace kd {
 namespace cuda_gemm {
 
-// ---- One partial per warpgroup: wide tiles (kBlockN > 128) and 192-row tiles -------------
-//
-// A 64 x 192 fp32 partial is 96 registers per thread: two of them and the accumulator would not
-// fit beside addressing, so a wide tile keeps ONE partial per warpgroup. The warpgroup issues a
-// block's four wgmmas, waits for all of them (wait_group 0), promotes, frees the stage and issues
-// the next block into the same partial. While it promotes, the tensor core runs the other
-// warpgroups' blocks (ConsumerLoopSimple). Per 128-K block the 128 x 192 tile reads 16 KB of A
-// and 2 x 24 KB of B from shared memory and loads 40 KB (A + B) from L2, for 1.5x the FLOPs of a
-// 128 x 128 tile's 48 KB read and 32 KB loaded.
-// A 192 x 128 tile has three consumer warpgroups of 64 x 128 (one 64-register partial each,
-// 512 threads): each warpgroup's per-block chain (wait, 64 promotion FFMAs, release, next
-// block's bookkeeping and issue) has the other two's blocks, 512 tensor-core cycles, to hide
-// under, where the 128 x 192 tile's had one block of 384 cycles (bench/RESULTS.md, gemm7's
-// trace: that chain took longer, so the tensor core idled 35% of the time). Same area per tile
-// (24576 outputs), 40 KB loaded per K block (24 KB A + 16 KB B).
-
-// A one-partial loop's per-thread frame (ConsumerLoopSimple): this warpgroup's consumer index,
+// A one-partial loop's per-thread frame (ConsumerLoopOnePartial): this warpgroup's consumer index,
 // its thread's shared-memory addresses of the A tile and of its rows' and columns' scales, and its
 // epilogue buffer.
 template <int kBlockM, int kBlockN, int kStages, int kRowFloats, bool kPerRowB>
@@ -52,8 +51,7 @@ struct OnePartialFrame {
     consumer = Uniform(threadIdx.x / 128) - 1;
     tid = threadIdx.x % 128;
     // NOTE: the lane and B scale address are pinned in registers (Opaque) for the 128-row tile
-    // only: the 192-row tile's consumers (152 registers) spilled ~190 bytes with all three
-    // pinned.
+    // only: the 192-row tile's consumers (152 registers) spill ~190 bytes with all three pinned.
     constexpr bool kPin = kBlockM / 64 == 2;
     auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
     const int lane = static_cast<int>(pin(tid % 32));
@@ -66,26 +64,18 @@ struct OnePartialFrame {
   }
 };
 
-// The one-partial tiles' loop without turns and without issuing ahead: per K block the warpgroup
-// issues the four k32 steps, reads the block's scales and checks the next block's stage while
-// they run, waits for them, frees the stage and promotes; the tile's epilogue follows its last
-// block. NOTE: the next stage's check before the wait (rather than after the promotion, just
-// before its issue) was +3.8% for TN and +2.8-2.9% for M-grouped on an H100 (session 12). The
-// warpgroups run free, so the tensor core takes their blocks in whatever order they come. This
-// is the order of DeepGEMM's SM90 kernel; on the same bytes at 8192^3 its 128x192 ran level with
-// this loop on an H100 (bench/RESULTS.md, session 14 run 3).
-// NOTE: on an H100, against a loop in which the warpgroups took turns at issuing (named
-// barriers in a ring) and issued the next block before the epilogue of a finished tile
-// (ConsumerLoopSingle, removed in session 14), this loop was 5.3% faster for TN (128x192,
-// per-row B scales), 1.7-2.8% for M-grouped NT (128x192 c2, cp.async scales), +0.4% with
-// 192x128 c2 (session 11, runs 6-7), and, once the TMA-scale instantiation loaded each scale box
-// once (ScaleSlots), 1.3-3.2% faster for that one too on the six dense shapes that run it
-// (session 14 run 1). There ptxas sets the yield hint on about every other promotion FFMA, and
-// set none in the turn loop. DeepGEMM's kernel (the same loop order) lost 9-13.5% on the same
-// H100 with the hints cleared in its cubin (session 14 run 1): in a loop without turns the
-// warp scheduler's switches during the promotion are what let the other warpgroup issue.
+// The one-partial tiles' loop, without turns and without issuing ahead: per K block the
+// warpgroup issues the four k32 steps, reads the block's scales and checks the next block's stage
+// while they run, waits for them, frees the stage and promotes; the tile's epilogue follows its
+// last block. The warpgroups run free, so the tensor core takes their blocks in whatever order
+// they come (the order of DeepGEMM's SM90 kernel).
+// NOTE: checking the next stage before the wait leaves only the promotion and the next issue
+// after it (+3-4% for TN and M-grouped on an H100).
+// NOTE: ptxas sets the yield hint on about every other promotion FFMA here; those warp switches
+// during the promotion are what let the other warpgroups issue (docs/decisions/, scheduling
+// hints).
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
-__device__ __forceinline__ void ConsumerLoopSimple(
+__device__ __forceinline__ void ConsumerLoopOnePartial(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
     int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
@@ -155,10 +145,8 @@ __device__ __forceinline__ void ConsumerLoopSimple(
       tr.Mark(2);
       if constexpr (kRow > 1) col = (col + 4) % (4 * kRow);
     }
-    // The tile is looked up again rather than kept across its blocks. NOTE: kept, the 192x128
-    // consumers (128 registers) spilled 16-24 bytes (192x128 c2 +3.6% all the same), and
-    // 128x192 lost 0.6-1.2% on the large NT shapes and 2.4% on TN (bench/RESULTS.md, sessions 9
-    // and 11).
+    // NOTE: the tile is looked up again rather than kept across its blocks: kept, it costs the
+    // 192x128 consumers (128 registers) 16-24 bytes of spills and 128x192 1-2%.
     CompleteTile<kBlockM, kBlockN, kCluster, L::kStoreBuffers>(p, sched.Get(t), consumer, acc, epi,
                                                                tid, 1 + consumer, rank, tr);
     tr.Mark(5);

@@ -1,4 +1,5 @@
-// two partials
+// The consumer loop of the tiles up to 128 columns with one or two consumer warpgroups: two
+// partial sums per warpgroup, the next K block issued before the previous one is promoted.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_CONSUMER_TWO_PARTIALS_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_CONSUMER_TWO_PARTIALS_CUH_
 
@@ -21,7 +22,7 @@
 namespace kd {
 namespace cuda_gemm {
 
-// The consumer warpgroups' loop. The warpgroup walks the K blocks of all its tiles as one
+// The warpgroup walks the K blocks of all its tiles as one
 // sequence. Two partial sums alternate: block g+1's wgmmas are issued into one before the
 // warpgroup waits (wait_group 1) for block g's in the other and promotes it, so the tensor core
 // has queued work while the warpgroup scales and adds; the next tile's first block is issued
@@ -30,20 +31,19 @@ namespace cuda_gemm {
 // NOTE: each issue is followed on every path by a wait that retires the older group before
 // either partial is read or issued into again, and each partial is issued into at one place
 // inside the loop: otherwise ptxas serializes the wgmmas (C7514/C7517/C7518). A loop per tile
-// with the next tile's first block issued in its tail needed copies of in-flight partials at the
+// with the next tile's first block issued in its tail needs copies of in-flight partials at the
 // back edge (C7514).
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
-__device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
-                                             const Scheduler<kBlockM, kBlockN, kCluster>& sched,
-                                             int first_work, int work_stride, uint8_t* smem,
-                                             uint32_t rank, const CUtensorMap* map_d) {
+__device__ __forceinline__ void ConsumerLoopTwoPartials(
+    const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
+    int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   constexpr int kAcc = kBlockN / 2;  // fp32 accumulator registers per thread for m64nN
   const int consumer = Uniform(threadIdx.x / 128) - 1;
   const int tid = threadIdx.x % 128;
   // The per-thread values are pinned in registers (Opaque, see OnePartialFrame): the A scale
   // address always, the lane and B scale address for tiles of 64 columns only (with 128, whose
-  // accumulator and two partials take 192 registers, ptxas spilled 120-128 bytes).
+  // accumulator and two partials take 192 registers, ptxas spills 120-128 bytes).
   constexpr bool kPin = kBlockN <= 64;
   auto pin = [](uint32_t v) { return kPin ? Opaque(v) : v; };
   const int lane = static_cast<int>(pin(tid % 32));
@@ -100,7 +100,7 @@ __device__ __forceinline__ void ConsumerLoop(const KernelParams& p,
   int done_tile = first_work - work_stride;
   int done_left = 0;      // blocks of done_tile not yet promoted
   uint32_t done_col = 0;  // the block's column in the scale rows, in bytes (ScaleColumn)
-  // One scheduler lookup per tile (each is three divisions; bench/RESULTS.md, session 9).
+  // One scheduler lookup per tile (each is three divisions).
   Tile done_info;  // done_tile's Tile, for its epilogue (found once per tile)
   auto next_done_tile = [&]() {
     Tile tile;

@@ -1,4 +1,12 @@
-// The epilogue of the FP8 GEMM.
+// The epilogue of the FP8 GEMM. Each consumer warpgroup writes its 64 x kBlockN fp32 accumulator
+// through 8 KB shared-memory buffers of its own, one 128-byte-wide column slice at a time (64 bf16
+// or 32 f32 columns). The 16-byte chunks of a buffer row are XOR-swizzled by the row so that the
+// fragment writes are free of bank conflicts. A bf16 slice of a dense or M-grouped problem
+// (KernelParams::d_tma) leaves through a TMA bulk-tensor store that one thread issues, and the
+// warpgroup goes on to its next K block while the store drains: the bf16 chunk swizzle is TMA's
+// 128-byte swizzle. Otherwise the warpgroup reads the slice back row-wise and each warp stores
+// whole 128-byte row segments with 16-byte accesses (the row reads are conflict-free too); those
+// stores hold the warpgroup until the memory system takes them.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_EPILOGUE_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_EPILOGUE_CUH_
 
@@ -18,20 +26,6 @@
 namespace kd {
 namespace cuda_gemm {
 
-// ---- Epilogue -------------------------------------------------------------------------------
-//
-// Each consumer warpgroup writes its 64 x kBlockN fp32 accumulator through 8 KB shared-memory
-// buffers of its own, one 128-byte-wide column slice at a time (64 bf16 or 32 f32 columns). The
-// 16-byte chunks of a buffer row are XOR-swizzled by the row so that the fragment writes are free
-// of bank conflicts. A bf16 slice of a dense or M-grouped problem (KernelParams::d_tma) leaves
-// through a TMA bulk-tensor store that one thread issues, and the warpgroup goes on to its next K
-// block while the store drains: the bf16 chunk swizzle is TMA's 128-byte swizzle. Otherwise the
-// warpgroup reads the slice back row-wise and each warp stores whole 128-byte row segments with
-// 16-byte accesses (the row reads are conflict-free too); those stores hold the warpgroup until
-// the memory system takes them, which, with a whole wave of CTAs storing at once, was part of a
-// per-tile cost above cuBLASLt's (bench/RESULTS.md, session 8).
-
-
 // One consumer warpgroup's epilogue state.
 struct EpiState {
   uint32_t buf = 0;                    // shared address of its first buffer
@@ -45,6 +39,9 @@ __device__ __forceinline__ int EpiSwizzle(int row, bool f32) {
   return f32 ? 2 * (row % 4) : row % 8;
 }
 
+// Four f32 or eight bf16 values of D at (row, col): one 16-byte access where D's rows allow it and
+// the chunk is whole, else element by element up to column p.n; f32 adds D's value when
+// accumulating.
 __device__ __forceinline__ void StoreVec16(const KernelParams& p, char* d_base, int row, int col,
                                            const uint4& v) {
   if (p.d_f32) {

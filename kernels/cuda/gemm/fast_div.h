@@ -1,9 +1,9 @@
 // Division of non-negative 31-bit integers by a divisor fixed at kernel start, as a multiply-high,
-// an add and a shift. The GEMM's tile scheduler maps a work item to its tile with three divisions
-// by launch constants (the raster band, its height, the split count); as `/` each was an I2F,
-// MUFU.RCP, F2I chain with fix-ups, and a tile boundary ran four to five of those mappings
-// between the last K block's promotion and the next tile's first issue (bench/RESULTS.md,
-// session 9). Header-only and host-compilable, so that the CPU tests check it.
+// an add and a shift. The GEMM's tile scheduler maps a work item to its tile with divisions by
+// launch constants (the raster band and its height); as `/` each is an I2F, MUFU.RCP, F2I chain
+// with fix-ups, and a tile boundary runs four to five of those mappings between the last K
+// block's promotion and the next tile's first issue. Header-only and host-compilable, so that
+// the CPU tests check it.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_FAST_DIV_H_
 #define KERNELD_KERNELS_CUDA_GEMM_FAST_DIV_H_
 

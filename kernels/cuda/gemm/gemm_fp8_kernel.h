@@ -88,16 +88,16 @@ struct KernelParams {
 };
 
 // Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
-// KD_GEMM_TRACE), CTAs 0 and 1 record %clock at marks of the consumer loops and the producer,
-// per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..15]; slots 0 and 1 are the
-// first two consumer warpgroups (one-partial loop, ConsumerLoopSimple: 0 block head, 4 block
-// issued, 3 next block's stage full (or the tile's last block), 1 own wgmmas done, 2 released
-// and promoted, 5 epilogue done, in a tile's last block; in a block that ends a tile stored by
-// TMA, per 64-column slice q: 7 + 3q the buffer's last bulk store has read it, 8 + 3q the
-// warpgroup met before writing it, 9 + 3q written and fenced, the warpgroup met; the 128-column
-// loop's marks: bench/gpu_gemm/trace_summary.py), 2 the TMA thread and 3 the B-scale warp's lane
-// 0 (0 before and 1 after the wait for a free stage). Other builds record nothing: the marks
-// compile to nothing. bench/gpu_gemm/trace_summary.py reads the buffer.
+// KD_GEMM_TRACE; trace.cuh), CTAs 0 and 1 record %clock at marks of the consumer loops and the
+// producer, per K block: [cta 0..1][slot 0..3][block 0..kTraceIters-1][mark 0..15]; slots 0 and 1
+// are the first two consumer warpgroups (one-partial loop, ConsumerLoopOnePartial: 0 block head,
+// 4 block issued, 3 next block's stage full (or the tile's last block), 1 own wgmmas done, 2
+// released and promoted, 5 epilogue done, in a tile's last block; in a block that ends a tile
+// stored by TMA, per 64-column slice q: 7 + 3q the buffer's last bulk store has read it, 8 + 3q
+// the warpgroup met before writing it, 9 + 3q written and fenced, the warpgroup met; the
+// two-partial loop's marks: bench/gpu_gemm/trace_summary.py), 2 the TMA thread and 3 the B-scale
+// warp's lane 0 (0 before and 1 after the wait for a free stage). Other builds record nothing.
+// bench/gpu_gemm/trace_summary.py reads the buffer.
 constexpr int kTraceIters = 512;
 constexpr int kTraceMarks = 16;
 constexpr int kTraceWords = 2 * 4 * kTraceIters * kTraceMarks;
@@ -125,13 +125,12 @@ constexpr int kOutBoxRows = 64;
 
 // Whether tiles `block_n` wide have the epilogue's TMA-store path (KernelParams::d_tma): 128 and
 // 192. The 64- and 32-wide tiles (small-M shapes, a tile or two per CTA) are built without it:
-// with the path compiled in, though not taken, 128x64 and 64x64 ran 3-8% slower on an H100
-// (bench/RESULTS.md, session 8).
+// with the path compiled in, though not taken, 128x64 and 64x64 run 3-8% slower on an H100.
 constexpr bool TileStoresByTma(int block_n) { return block_n >= 128; }
 
 // Whether this tile and stage count has an instantiation with the TMA scale tiles (16 bytes per
 // row and stage instead of 4), which KernelParams::scale_tma selects: 128x192 only (see
-// TmaScales in gemm_fp8_kernel.cu for the measurements).
+// TmaScales in smem_layout.cuh).
 bool GemmFp8TmaScales(int block_m, int block_n, int stages);
 
 // Launches the kernel with a `block_m` x `block_n` tile, `stages` pipeline stages and clusters

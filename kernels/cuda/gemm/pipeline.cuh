@@ -1,4 +1,6 @@
-// The ring of shared-memory stages.
+// The ring of shared-memory stages between the producer and the consumers: a stage's "full"
+// barrier completes when its loads have landed, its "empty" barrier when every consumer warp (of
+// every CTA of the cluster, which all write into it) has released it.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_PIPELINE_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_PIPELINE_CUH_
 
@@ -15,6 +17,7 @@ namespace cuda_gemm {
 constexpr int kFullArrivals = 1 + 3 * 32;
 constexpr int kFullArrivalsTma = 1;
 
+// The next stage of the ring and, on wrapping, the barrier phase to wait for.
 template <int kStages>
 __device__ __forceinline__ void Advance(int& stage, uint32_t& phase) {
   if (++stage == kStages) {
@@ -23,8 +26,9 @@ __device__ __forceinline__ void Advance(int& stage, uint32_t& phase) {
   }
 }
 
-// Frees stage `s` for the producer(s) once this warp is done with it (its wgmmas completed and
-// its lanes read the scales): one arrival per consumer warp, in every CTA of the cluster.
+// Frees the stage of `empty_bar` for the producer(s) once this warp is done with it (its wgmmas
+// completed and its lanes read the scales): one arrival per consumer warp, in every CTA of the
+// cluster.
 template <int kCluster>
 __device__ __forceinline__ void ReleaseStage(uint32_t empty_bar, uint32_t rank) {
   __syncwarp();

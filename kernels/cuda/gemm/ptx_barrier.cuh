@@ -1,4 +1,6 @@
-// mbarrier, named-barrier and cluster wrappers of the FP8 GEMM (sm_90a).
+// mbarrier, named-barrier and cluster wrappers of the FP8 GEMM (sm_90a). Every wait spins inside
+// one asm block and every conditional issue is predicated, not branched: ptxas serializes wgmmas
+// in flight across a branch it cannot prove warp-uniform (C7518).
 #ifndef KERNELD_KERNELS_CUDA_GEMM_PTX_BARRIER_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_PTX_BARRIER_CUH_
 
@@ -9,13 +11,14 @@
 namespace kd {
 namespace cuda_gemm {
 
+// An mbarrier in shared memory that completes a phase after `count` arrivals.
 __device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count));
 }
 
 // Spins until the barrier's phase with this parity has completed. The loop stays inside one
-// asm block: as a C++ loop on a per-thread flag, ptxas took the wait for a divergent path and
-// serialized wgmmas still in flight across it (C7518).
+// asm block: as a C++ loop on a per-thread flag, ptxas takes the wait for a divergent path and
+// serializes wgmmas still in flight across it (C7518).
 __device__ __forceinline__ void BarrierWait(uint32_t addr, uint32_t parity) {
   asm volatile(
       "{\n"

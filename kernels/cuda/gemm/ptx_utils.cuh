@@ -1,5 +1,5 @@
 // Small PTX helpers of the FP8 GEMM (sm_90a): shared-memory addresses and loads, warp-uniform
-// values, one-lane election, and register pins.
+// values, one-lane election, and fences that pin values in registers.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_PTX_UTILS_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_PTX_UTILS_CUH_
 
@@ -30,8 +30,8 @@ __device__ __forceinline__ float2 LoadSharedF32x2(uint32_t addr) {
 __device__ __forceinline__ int Uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // True in one lane of the (converged) warp: `elect.sync`, which needs no lane index. With the lane
-// index, a consumer short of registers (the 192-row tile's, 152) re-read SR_TID.X for it in every
-// K block, on the chain from the wgmma wait to the next issue (PC samples, bench/RESULTS.md).
+// index, a consumer short of registers (the 192-row tile's, 152) re-reads SR_TID.X for it in every
+// K block, on the chain from the wgmma wait to the next issue.
 __device__ __forceinline__ bool ElectOne() {
   uint32_t elected;
   asm volatile(
@@ -48,10 +48,10 @@ __device__ __forceinline__ bool ElectOne() {
 __device__ __forceinline__ void FenceOperand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
 // `v`, as a value the compiler cannot see through: it keeps it in a register rather than
-// recomputing it. The consumer loops' per-thread addresses derive from threadIdx.x, and under
-// register pressure ptxas re-read SR_TID.X (S2R) and redid the arithmetic in every K block, on
-// the chain from the wgmma wait to the next issue (ncu's PC samples at 8192^3: the S2R's
-// consumer stalled 6.7% of all samples; bench/RESULTS.md, session 5).
+// recomputing it. The consumer loops' per-thread addresses derive from threadIdx.x; under register
+// pressure ptxas re-reads SR_TID.X (S2R) and redoes the arithmetic in every K block, on the chain
+// from the wgmma wait to the next issue (at 8192^3 that S2R's consumer held 6.7% of the PC
+// samples).
 __device__ __forceinline__ uint32_t Opaque(uint32_t v) {
   asm volatile("" : "+r"(v));
   return v;

@@ -1,4 +1,8 @@
-// Scales and promotion.
+// Promotion of the FP8 GEMM: per 128-wide K block, the fp32 partial sum the tensor core wrote is
+// multiplied by a_scale(row) * b_scale and added to the tile's fp32 accumulator outside the tensor
+// core (whose own FP8 accumulation keeps fewer bits). The scales sit in shared memory: rows of
+// kRow floats per tile row of A and per column (per-row B) or 128-column block (128x128 B) of B,
+// written by the producer's cp.async copies (kRow 1) or TMA boxes of four K blocks (kRow 4).
 #ifndef KERNELD_KERNELS_CUDA_GEMM_SCALE_PROMOTION_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_SCALE_PROMOTION_CUH_
 
@@ -13,8 +17,7 @@ namespace cuda_gemm {
 // for the block's wgmmas so that the promotion does not wait on shared-memory latency. NT: the
 // products a_scale(row) * b_scale; per-row B scales: the A scales and the first kColScalesEarly
 // column scale pairs (the rest are read during the promotion: holding them all would spill).
-// NOTE: reading those four pairs early was +0.2% on TN on an H100, within noise (bench/RESULTS.md,
-// session 11 run 4); the PC samples had the first FMUL after the wait stalled on them.
+// NOTE: without them, the first FMUL after the wait stalls on its column scales.
 constexpr int kColScalesEarly = 4;  // per-row B: column scale pairs read before the wait
 struct BlockScales {
   float s0, s1;
@@ -40,7 +43,7 @@ __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
       FenceOperand(sc.col[j].y);
     }
   }
-  // Finished here, before the caller's wgmma wait: ptxas otherwise moved the loads' use and the
+  // Finished here, before the caller's wgmma wait: ptxas otherwise moves the loads' use and the
   // products after the wait, onto the chain from the wait to the next issue.
   FenceOperand(sc.s0);
   FenceOperand(sc.s1);
@@ -74,7 +77,6 @@ __device__ __forceinline__ void Promote(float (&acc)[kBlockN / 2], float (&part)
   }
 }
 
-
 // The column of K block `kb`'s scale in a scale row of kRow floats. TMA boxes must start at a
 // 16-byte aligned address, so the box of block kb starts at column kb - kb % 4 and holds the
 // scales of blocks kb - kb % 4 .. +3: the block's own is column kb % 4 (the cp.async path
@@ -92,9 +94,8 @@ __host__ __device__ constexpr int ScaleColumn(int kb) {
 // so b - kStages is no earlier than the last block that read the slot, and the consumers free
 // stages in block order, each after reading its block's scales: none still reads the slot.
 // Returns whether the block at scale column `column` loads a box.
-// NOTE: on an H100 this was +0.0-0.8% on the six TMA-scale shapes against a box with every
-// block (bench/RESULTS.md, session 13 run 3); the A boxes' rows are 16-byte pieces, 128 L2
-// requests per box.
+// NOTE: an A box's rows are 16-byte pieces, 128 L2 requests per box: one box per four blocks
+// rather than one per block.
 template <int kStages>
 __device__ __forceinline__ bool NextScaleSlot(int& slot, int column, bool tile_first) {
   const bool box = column == 0 || tile_first;
@@ -121,9 +122,8 @@ __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   }
   WideScales sc{a0 * b.x, a0 * b.y, a1 * b.x, a1 * b.y};
   // Meant to be finished before the caller's wgmma wait (see LoadScales). NOTE: the fences are
-  // empty asm, which order the PTX but do not bind ptxas's schedule: in session 10's build of the
-  // TMA-scale kernel (run 3's SASS) the four FMULs came after the WARPGROUP.DEPBAR; in session
-  // 12's (runs 1 and 8) they come right after their loads, before it.
+  // empty asm, which order the PTX but do not bind ptxas's schedule: the four FMULs may still be
+  // placed after the WARPGROUP.DEPBAR.
   FenceOperand(sc.s00);
   FenceOperand(sc.s01);
   FenceOperand(sc.s10);

@@ -1,4 +1,5 @@
-// Shared memory of the FP8 GEMM.
+// Dynamic shared memory of the FP8 GEMM CTA: per stage the A and B tiles (TMA, 128-byte swizzle)
+// and their scales, the consumers' epilogue buffers, the stage barriers and the group table.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_SMEM_LAYOUT_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_SMEM_LAYOUT_CUH_
 
@@ -11,6 +12,7 @@ namespace cuda_gemm {
 // Dynamic shared memory a CTA may opt in to on sm_90 (227 KB).
 constexpr int kMaxSmemBytes = 232448;
 
+// An epilogue buffer: a 64-row slice of a consumer warpgroup's tile, rows of 128 bytes.
 constexpr int kEpiRowBytes = 128;
 constexpr int kEpiBytes = 64 * kEpiRowBytes;  // one buffer: a 64-row slice of 128-byte rows
 static_assert(kOutBoxCols * 2 == kEpiRowBytes && kOutBoxRows == 64,
@@ -28,9 +30,8 @@ constexpr int kCarveOutStepBytes = 196 * 1024;
 
 // Epilogue buffers per consumer warpgroup: two (a bulk store may still be reading one while the
 // other is written) for the tiles with TMA stores where they fit and do not push a layout that was
-// under the carve-out step past it; else one. NOTE: the step matters: TN on 128x192 lost 6% on an
-// H100 when that layout grew from 190 to 205 KB (bench/RESULTS.md, session 7), likely from the
-// smaller L1 under its cp.async scale copies.
+// under the carve-out step past it; else one. NOTE: the step matters: TN on 128x192 runs 6% slower
+// at 205 KB than at 190, the smaller L1 under its cp.async scale copies.
 constexpr int EpiBuffers(int block_m, int block_n, int stages, int row) {
   return TileStoresByTma(block_n) &&
                  SmemBytesWith(block_m, block_n, stages, row, 2) <= kMaxSmemBytes &&
@@ -46,15 +47,10 @@ constexpr int SmemBytes(int block_m, int block_n, int stages, int row) {
 
 // Whether the tile has an instantiation that loads its scales by TMA (launched for dense
 // problems with 128x128 B scales in clusters of 2 only, see LaunchGemmFp8Kernel): 128x192 only.
-// NOTE: on an H100 (bench/RESULTS.md, branch gemm12 and session 7) TMA scale loads made 128x192
-// in clusters of 2 4.6% faster at 8192^3 and 5.5% at 4096x7168x16384, but unclustered 128x192
-// 7-10% slower, 192x128 in clusters of 2 2-7% slower (4096^3, 16384x8192x5120, 8192x7168x2048,
-// 4096x2112x7168, 4096x24576x1536), 64x64 3% slower (64x4096x7168), M-grouped 128x192 c2 1-3%
-// slower; the others were not measured. TN on 128x192 (per-row B scales by TMA too: a 192-row
-// box, and two loads per column pair in the promotion) was 4.6% slower at 16640x5120x8192, and
-// 6% slower even with cp.async once every 128x192 build had the larger scale rows, hence the
-// separate instantiation. The 128x128 tile with 6 stages and 128x64 with 8 have no room for the
-// larger scale tiles anyway.
+// NOTE: TMA scale loads make 128x192 in clusters of 2 about 5% faster on an H100, but unclustered
+// 128x192, 192x128, 64x64 and M-grouped slower, and TN on 128x192 loses 6% from the larger scale
+// rows alone (a smaller L1), hence a separate instantiation; the 128x128 tile with 6 stages and
+// 128x64 with 8 have no room for them (docs/decisions/).
 constexpr bool TmaScales(int block_m, int block_n, int stages) {
   return block_m == 128 && block_n == 192 &&
          SmemBytes(block_m, block_n, stages, kScaleBoxCols) <= kMaxSmemBytes;
@@ -63,7 +59,7 @@ constexpr bool TmaScales(int block_m, int block_n, int stages) {
 // Per stage: the A and B tiles, a scale row per tile row of A and per column of B (per-row B
 // scales; 128x128 B scales use the first one or two rows). A scale row is kRowFloats floats:
 // 4, the 16-byte box of the TMA scale loads, in the TMA-scale instantiation, else 1 (those
-// instantiations always copy the scales with cp.async, in main's layout).
+// instantiations always copy the scales with cp.async).
 template <int kBlockM, int kBlockN, int kStages, int kRowFloats>
 struct SmemLayout {
   static_assert(kRowFloats == 1 ||

@@ -1,4 +1,12 @@
-// The split tail of the FP8 GEMM.
+// The split tail of the FP8 GEMM: a dense problem whose last wave of tiles would leave at least
+// half of the CTAs idle runs that wave's tiles as K slices on the idle CTAs; the slices meet
+// through a workspace in the caller's scratch, in a fixed order (so results are the same bits on
+// every run). Host planning (PlanSplitTail) and the device side (CompleteTile): a non-owner slice
+// stores its warpgroup's fp32 accumulator to its slot in the fragment's own register order
+// (element i of thread tid at i * 128 + tid: each warp store is 128 contiguous bytes), then counts
+// on the flag of (tile, CTA rank, warpgroup). The owner waits until the flag has counted every
+// other slice and adds their partials, slice 0 first, to its own accumulator (slice split_k-1's
+// blocks), then stores the tile as usual.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_SPLIT_TAIL_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_SPLIT_TAIL_CUH_
 
@@ -16,14 +24,6 @@
 
 namespace kd {
 namespace cuda_gemm {
-
-// ---- Split tail -----------------------------------------------------------------------------
-//
-// A non-owner slice stores its warpgroup's fp32 accumulator to its slot in the fragment's own
-// register order (element i of thread tid at i * 128 + tid: each warp store is 128 contiguous
-// bytes), then counts on the flag of (tile, CTA rank, warpgroup). The owner waits until the
-// flag has counted every other slice and adds their partials, slice 0 first, to its own
-// accumulator (slice split_k-1's blocks), then stores the tile as usual.
 
 // Release-add 1 to `flag` from thread 0 of the warpgroup, once every thread's stores are
 // visible (each fences, then the warpgroup meets at the barrier). Predicated, not branched:
@@ -92,28 +92,25 @@ __device__ __forceinline__ void CompleteTile(const KernelParams& p, const Tile& 
   StoreTile<kBlockN, kEpiBuffers>(p, tile, consumer, acc, epi, tid, bar_id, tr);
 }
 
-// `num_ctas` <= 0 launches as many CTAs as fit at once; otherwise exactly that many (rounded to
-// whole clusters).
 constexpr int kMaxSlices = 8;
 constexpr int kMinSliceBlocks = 4;  // K blocks: below, the partial's round trip outweighs them
 
+// The workspace's flags: one per (tile, CTA rank, warpgroup) of a wave, 256-byte aligned.
 inline uint64_t SplitFlagBytes(int sm_count) {
   return (static_cast<uint64_t>(3 * sm_count) * sizeof(unsigned) + 255) / 256 * 256;
 }
 
 // Splits the last wave of a dense problem when its tiles would leave at least half of the
-// `ctas` CTAs idle: `tail` = work items % clusters, each split into s = clusters / tail slices
+// `resident` CTAs idle: `tail` = work items % clusters, each split into s = clusters / tail slices
 // (at most kMaxSlices, at least kMinSliceBlocks K blocks each), so the split items fill one wave.
-// With fewer work items than clusters, the grid grows to hold them all. Returns the CTA count
-// and sets params' split fields (flags cleared on `stream`); leaves them at "no split" when the
-// tail fits no split or the workspace is too small.
-// NOTE: slices over two waves (tail > clusters / 2, e.g. 88 tiles of 132 in 3 slices each) were
-// tried and lost on an H100: 4096x2112x7168 976 TFLOP/s against 1046 unsplit, TN
-// 16640x5120x8192 the same (bench/RESULTS.md, branch gemm5): twice the partials' round trips
-// cost more than the third of a wave saved.
+// With fewer work items than clusters, the grid grows to hold them all (`num_ctas`). Sets params'
+// split fields (flags cleared on `stream`); leaves them at "no split" when the tail fits no split
+// or the workspace (`workspace_bytes`, sized for `sm_count` SMs) is too small.
+// NOTE: slices spread over two waves (tail > clusters / 2) lose: twice the partials' round trips
+// cost more than the third of a wave they save.
 template <int kBlockM, int kBlockN, int kCluster>
-cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* workspace,
-                          uint64_t workspace_bytes, cudaStream_t stream) {
+cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, int sm_count,
+                          void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
   if (workspace == nullptr || p.mode != KernelMode::kDense) return cudaSuccess;
   const int items =
       (p.m + kBlockM * kCluster - 1) / (kBlockM * kCluster) * ((p.n + kBlockN - 1) / kBlockN);
@@ -123,12 +120,6 @@ cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, void* wo
   const int tail_items = items < clusters ? items : tail;
   const int slices = std::min({clusters / tail_items, kMaxSlices, p.k / kBlockK / kMinSliceBlocks});
   if (slices < 2) return cudaSuccess;
-  int sm_count = 0, device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-  }
-  if (err != cudaSuccess) return err;
   const uint64_t flag_bytes = SplitFlagBytes(sm_count);
   const uint64_t flags = static_cast<uint64_t>(tail_items) * kCluster * (kBlockM / 64);
   const uint64_t slots = static_cast<uint64_t>(tail_items) * (slices - 1) * kCluster;

@@ -1,4 +1,6 @@
-// The persistent tile order of the FP8 GEMM.
+// The persistent tile order of the FP8 GEMM: which tile (and K blocks) each work item is, for
+// dense, M-grouped and K-grouped problems, in grouped raster bands for L2 reuse, with the split
+// tail's slices last.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_TILE_SCHEDULER_CUH_
 #define KERNELD_KERNELS_CUDA_GEMM_TILE_SCHEDULER_CUH_
 
@@ -10,6 +12,7 @@
 namespace kd {
 namespace cuda_gemm {
 
+// One work item: a tile of D (or, in the split tail, a K slice of one) and its K blocks.
 struct Tile {
   int m0 = 0;       // first row of A (global row; M-grouped: from the group's first row; a
                     // cluster's last tile may start at or past row_end, and then stores nothing)
@@ -23,6 +26,8 @@ struct Tile {
   int tail_tile = 0;  // split tail: the tile's index among the split tiles
 };
 
+// The grouped modes' group rows and, for M-grouped, each group's first work item, built once per
+// CTA in shared memory (BuildGroupTable).
 struct GroupTable {
   int begin[kMaxGroups + 1];  // begin[g]..begin[g+1] are group g's rows (clamped)
   int tile_start[kMaxGroups + 1];

@@ -49,8 +49,8 @@ __device__ __forceinline__ void IssueBlock(float (&part)[kBlockN / 2], uint32_t 
   // field, which cannot carry out of it.
   const uint32_t lo_a = SmemDescLo(a_addr), lo_b = SmemDescLo(b_addr);
   // NOTE: the first step only writes `part`, so no earlier value of it is live across the
-  // loops; with a read-modify-write first step ptxas saw partials flow around the loop and
-  // serialized the wgmmas (C7517/C7518).
+  // loops; with a read-modify-write first step ptxas sees partials flow around the loop and
+  // serializes the wgmmas (C7517/C7518).
   if constexpr (kBlockN == 192) {
     WgmmaM64N192K32First(part, SmemDesc(lo_a), SmemDesc(lo_b));
   } else if constexpr (kBlockN == 128) {

@@ -212,7 +212,8 @@ void TuneCache::Log(absl::string_view line) const {
   }
 }
 
-absl::Status TuneCache::CheckEntry(const TuneKey& key, absl::string_view config) const {
+absl::StatusOr<GemmKernelConfig> TuneCache::ResolveEntry(const TuneKey& key,
+                                                         absl::string_view config) const {
   if (key.device != options_.validators.device || key.arch != options_.validators.arch) {
     return absl::FailedPreconditionError(
         absl::StrCat("key is for device \"", key.device, "\" (", key.arch, "), this node is \"",
@@ -222,8 +223,8 @@ absl::Status TuneCache::CheckEntry(const TuneKey& key, absl::string_view config)
     return absl::InvalidArgumentError("key shape is not in its shape class (see autotune_key.h)");
   }
   if (config.empty()) return absl::InvalidArgumentError("config is empty");
-  if (options_.spaces != nullptr) return options_.spaces->CheckEntry(key, config);
-  return absl::OkStatus();
+  if (options_.spaces != nullptr) return options_.spaces->Resolve(key, config);
+  return GemmKernelConfig();
 }
 
 absl::Status TuneCache::SetAside(const std::string& why) const {
@@ -267,11 +268,14 @@ absl::StatusOr<size_t> TuneCache::Load() {
       size_t dropped = 0;
       std::string first_reason;
       for (CacheEntry& e : file->entries) {
-        const absl::Status ok = CheckEntry(e.key, e.config);
-        if (!ok.ok()) {
-          if (dropped++ == 0) first_reason = absl::StrCat(e.key.ToString(), ": ", ok.message());
+        absl::StatusOr<GemmKernelConfig> resolved = ResolveEntry(e.key, e.config);
+        if (!resolved.ok()) {
+          if (dropped++ == 0) {
+            first_reason = absl::StrCat(e.key.ToString(), ": ", resolved.status().message());
+          }
           continue;
         }
+        e.resolved = *resolved;
         std::string k = e.key.ToString();
         loaded.insert_or_assign(std::move(k), std::move(e));
       }
@@ -292,14 +296,14 @@ absl::Status TuneCache::Save() const {
   return WriteFileAtomically(options_.path, Export());
 }
 
-std::optional<std::string> TuneCache::Lookup(const TuneKey& key) {
+std::optional<GemmKernelConfig> TuneCache::Lookup(const TuneKey& key) {
   const std::string k = key.ToString();
   {
     absl::ReaderMutexLock l(&mu_);
     auto it = entries_.find(k);
     if (it != entries_.end()) {
       hits_.fetch_add(1, std::memory_order_relaxed);
-      return it->second.config;
+      return it->second.resolved;
     }
   }
   misses_count_.fetch_add(1, std::memory_order_relaxed);
@@ -314,8 +318,9 @@ std::optional<std::string> TuneCache::Lookup(const TuneKey& key) {
 }
 
 absl::Status TuneCache::Put(CacheEntry entry) {
-  const absl::Status ok = CheckEntry(entry.key, entry.config);
-  if (!ok.ok()) return ok;
+  absl::StatusOr<GemmKernelConfig> resolved = ResolveEntry(entry.key, entry.config);
+  if (!resolved.ok()) return resolved.status();
+  entry.resolved = *resolved;
   if (entry.updated_unix == 0) entry.updated_unix = NowUnix();
   std::string k = entry.key.ToString();
   {
@@ -333,8 +338,8 @@ absl::Status TuneCache::Put(CacheEntry entry) {
 }
 
 absl::Status TuneCache::Pin(const TuneKey& key, absl::string_view config) {
-  const absl::Status ok = CheckEntry(key, config);
-  if (!ok.ok()) return ok;
+  absl::StatusOr<GemmKernelConfig> resolved = ResolveEntry(key, config);
+  if (!resolved.ok()) return resolved.status();
   std::string k = key.ToString();
   {
     absl::MutexLock l(&mu_);
@@ -343,6 +348,7 @@ absl::Status TuneCache::Pin(const TuneKey& key, absl::string_view config) {
       e = CacheEntry();
       e.key = key;
       e.config = std::string(config);
+      e.resolved = *resolved;
     }
     e.pinned = true;
     e.updated_unix = NowUnix();
@@ -451,11 +457,12 @@ absl::StatusOr<ImportResult> TuneCache::Import(absl::string_view bytes) {
   absl::MutexLock l(&mu_);
   for (CacheEntry& e : file->entries) {
     std::string k = e.key.ToString();
-    const absl::Status ok = CheckEntry(e.key, e.config);
-    if (!ok.ok()) {
-      reject(absl::StrCat(Truncated(k, 200), ": ", ok.message()));
+    absl::StatusOr<GemmKernelConfig> resolved = ResolveEntry(e.key, e.config);
+    if (!resolved.ok()) {
+      reject(absl::StrCat(Truncated(k, 200), ": ", resolved.status().message()));
       continue;
     }
+    e.resolved = *resolved;
     auto it = entries_.find(k);
     if (it != entries_.end() && it->second.pinned && it->second.config != e.config) {
       reject(absl::StrCat(Truncated(k, 200), ": pinned here to ", it->second.config));

@@ -5,13 +5,13 @@ namespace kd {
 ConfigSelection SelectConfig(TuneCache& cache, const ConfigSpaceRegistry& spaces,
                              const TuneKey& key) {
   ConfigSelection s;
-  if (std::optional<std::string> cached = cache.Lookup(key)) {
-    s.config = *std::move(cached);
+  if (std::optional<GemmKernelConfig> cached = cache.Lookup(key)) {
+    s.config = *cached;
     s.hit = true;
     return s;
   }
-  absl::StatusOr<std::string> fallback = spaces.Default(key);
-  if (fallback.ok()) s.config = *std::move(fallback);
+  absl::StatusOr<GemmKernelConfig> fallback = spaces.DefaultConfig(key);
+  if (fallback.ok()) s.config = *fallback;
   return s;
 }
 

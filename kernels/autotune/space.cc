@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/autotune_space.h"
+#include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
+#include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 
 namespace kd {
 namespace {
@@ -59,7 +61,13 @@ ConfigSpace CpuGemmSpace() {
   s.kernel_version = kCpuGemmVersion;
   for (int64_t w : {16, 32, 64, 128, 256}) s.configs.push_back(FormatCpuGemmConfig(w));
   s.heuristic = [](const TuneKey&) { return FormatCpuGemmConfig(64); };
-  s.check = [](absl::string_view c) { return ParseCpuGemmConfig(c).status(); };
+  s.resolve = [](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
+    absl::StatusOr<int64_t> tile_n = ParseCpuGemmConfig(c);
+    if (!tile_n.ok()) return tile_n.status();
+    CpuGemmConfig config;
+    config.tile_n = *tile_n;
+    return config;
+  };
   // A tile wider than N only repeats the narrower one's work: skip it, but keep the default.
   s.applies = [](const TuneKey& key, absl::string_view c) {
     auto w = ParseCpuGemmConfig(c);
@@ -70,37 +78,8 @@ ConfigSpace CpuGemmSpace() {
 
 // ---- sm_90 GEMM -----------------------------------------------------------------------------
 
-// 16: 64x32 tiles with 16 stages in the space, and the heuristic's choice for at most 64 rows
-// where 32-column tiles fit the SMs in one wave (64x64 before).
-// 15: the TMA-scale instantiation runs the loop without turns too (ConsumerLoopSimple): dense NT
-// timings changed by 1-3%.
-// 14: the TMA-scale instantiation loads each scale box once per four K blocks (NextScaleSlot):
-// timings changed by up to 1%.
-// 13: the TMA producer's loop is walked by its whole warp (one lane issues): timings changed by
-// up to 2%.
-// 12: the one-partial loops check the next block's stage before waiting for the current block's
-// wgmmas (and the TMA-scale loop frees a stage right after): their timings changed by 0-4%.
-// 11: the one-partial tiles' instantiations without TMA scales (TN, M-grouped, 192x128, unclustered
-// 128x192) run a loop without turns (ConsumerLoopSimple): their timings changed by 0-5%.
-// 10: the tile scheduler divides by launch constants through multiply-high FastDivs, not `/`
-// (a tile boundary's bookkeeping fell by ~1000-1300 cycles), which changed every config's timing
-// by 0-9%, most where tiles are short in K.
-// 9: bf16 outputs of the 128- and 192-wide tiles leave through TMA bulk stores in launches of
-// more tiles than CTAs (GemmFp8StoresByTma), which changed those configs' timings by 0-3%.
-// 8: dense NT in clusters of 2 loads the 128x192 tile's scales by TMA (its own instantiation),
-// which changed those configs' timings; the heuristic takes 128x192 c2 for dense NT with K above
-// 2048 (192x128 c2 below), clustered whatever the waves.
-// 7: M-grouped NT runs clusters of 2 (two M tiles of one group sharing its expert's B tile):
-// the m_grouped_nt space holds the cluster-2 configs, and their timings changed (before, they
-// ran unclustered); its heuristic takes them for groups of 4096 rows or more on average.
-// 6: 192x128 tiles (three consumer warpgroups; clusters of 2 too) in the space, and the
-// heuristic's choice for NT with K <= 7168; the one-partial loop shared by 128x192 and 192x128.
-// 5: the split tail (the last wave's tiles split along K when it would leave half of the CTAs
-// idle; the CUDA backend's launches pass the scratch it needs): every dense config's time
-// changes where it applies. 4: 128x192 tiles (one partial sum per warpgroup, turns at issuing;
-// clusters of 2 too), in the space and the heuristic; 3: double-buffered partial sums, staged
-// epilogue, 64x64 tiles; 2: the kernel's own config format (GemmConfigToString); 1 had a format of
-// its own. Timings of an older version are stale.
+// Bumped whenever a change to the kernel or its heuristic moves its timings (git log of this
+// line says which), so that entries tuned by an older build are not served.
 constexpr int32_t kSm90GemmVersion = 16;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -126,7 +105,11 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
                                                   Sm90SmCount(key.device), key.variant == "nt",
                                                   key.variant == "m_grouped_nt" ? key.groups : 0));
   };
-  s.check = [](absl::string_view c) { return ParseGemmConfig(c).status(); };
+  s.resolve = [](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
+    absl::StatusOr<GemmConfig> config = ParseGemmConfig(c);
+    if (!config.ok()) return config.status();
+    return *config;
+  };
   // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the
   // problem has orders the tiles as the 8-tile band does.
   s.applies = [](const TuneKey& key, absl::string_view text) {
@@ -164,7 +147,11 @@ ConfigSpace HipGemmSpace(absl::string_view variant, absl::string_view family) {
     if (gfx94x && key.n >= 256 && key.m > 64) return FormatHipGemmConfig({128, 256, 64, 8, 2});
     return FormatHipGemmConfig({key.m <= 64 ? 64 : 128, 128, 128, 4, 2});
   };
-  s.check = [](absl::string_view c) { return ParseHipGemmConfig(c).status(); };
+  s.resolve = [](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
+    absl::StatusOr<HipGemmConfig> config = ParseHipGemmConfig(c);
+    if (!config.ok()) return config.status();
+    return *config;
+  };
   s.applies = [](const TuneKey& key, absl::string_view c) {
     auto cfg = ParseHipGemmConfig(c);
     if (!cfg.ok()) return false;
@@ -201,12 +188,12 @@ absl::Status ConfigSpaceRegistry::Register(ConfigSpace space) {
   if (space.configs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("space ", name, " declares no config"));
   }
-  if (!space.heuristic || !space.check) {
+  if (!space.heuristic || !space.resolve) {
     return absl::InvalidArgumentError(
-        absl::StrCat("space ", name, " needs a heuristic and a check"));
+        absl::StrCat("space ", name, " needs a heuristic and a resolve"));
   }
   for (const std::string& c : space.configs) {
-    const absl::Status s = space.check(c);
+    const absl::Status s = space.resolve(c).status();
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("space ", name, ": ", s.message()));
     }
@@ -252,7 +239,21 @@ absl::StatusOr<std::string> ConfigSpaceRegistry::Default(const TuneKey& key) con
   return space->heuristic(key);
 }
 
+absl::StatusOr<GemmKernelConfig> ConfigSpaceRegistry::DefaultConfig(const TuneKey& key) const {
+  const ConfigSpace* space = Find(key);
+  if (space == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no config space for ", key.op, " ", key.variant, " on ", key.arch));
+  }
+  return space->resolve(space->heuristic(key));
+}
+
 absl::Status ConfigSpaceRegistry::CheckEntry(const TuneKey& key, absl::string_view config) const {
+  return Resolve(key, config).status();
+}
+
+absl::StatusOr<GemmKernelConfig> ConfigSpaceRegistry::Resolve(const TuneKey& key,
+                                                              absl::string_view config) const {
   const ConfigSpace* space = Find(key);
   if (space == nullptr) {
     return absl::NotFoundError(
@@ -263,7 +264,7 @@ absl::Status ConfigSpaceRegistry::CheckEntry(const TuneKey& key, absl::string_vi
                                                       key.kernel_version, "; this build has ",
                                                       space->kernel_version));
   }
-  return space->check(config);
+  return space->resolve(config);
 }
 
 std::vector<const ConfigSpace*> ConfigSpaceRegistry::All() const {

@@ -144,7 +144,7 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
   TuneResult result;
   result.key = key;
   result.default_config = space->heuristic(key);
-  if (!incumbent.empty() && incumbent != result.default_config && space->check(incumbent).ok()) {
+  if (!incumbent.empty() && incumbent != result.default_config && space->resolve(incumbent).ok()) {
     result.incumbent = std::string(incumbent);
   }
   Measurer measurer(harness, timer, options);

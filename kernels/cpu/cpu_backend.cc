@@ -242,11 +242,9 @@ class CpuBackend : public Backend {
 
  private:
   absl::Status RunGemm(const GemmArgs& g) {
-    CpuGemmConfig config;
-    if (!g.config.empty()) {
-      KD_ASSIGN_OR_RETURN(config.tile_n, ParseCpuGemmConfig(g.config));
-    }
-    return GemmCpu(g, pool_, config);
+    // Another kernel's config, or none, runs the default.
+    const CpuGemmConfig* config = std::get_if<CpuGemmConfig>(&g.config);
+    return GemmCpu(g, pool_, config != nullptr ? *config : CpuGemmConfig());
   }
 
   ThreadPool pool_;

@@ -15,11 +15,8 @@ absl::Status CpuSupportsQuantize(const QuantizeArgs& args);
 absl::Status QuantizeCpu(const QuantizeArgs& args, ThreadPool& pool);
 
 absl::Status CpuSupportsGemm(const GemmArgs& args);
-// Tunable parameters of GemmCpu (autotune space "gemm"/"nt"/cpu, config "tn<tile_n>"); the
-// defaults are its untuned behaviour. The result does not depend on them.
-struct CpuGemmConfig {
-  int64_t tile_n = 64;  // columns of D per tile, so a tile of B stays in cache; >= 1
-};
+// `config`: its tunable parameters (CpuGemmConfig, gemm_config.h; autotune space "gemm"/"nt"/cpu);
+// the defaults are its untuned behaviour. The result does not depend on them.
 absl::Status GemmCpu(const GemmArgs& args, ThreadPool& pool, const CpuGemmConfig& config = {});
 
 absl::Status PadCpu(const PadArgs& args, ThreadPool& pool);

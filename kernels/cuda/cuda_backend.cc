@@ -28,6 +28,7 @@
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/device_pool.h"
 #ifdef KD_HAVE_CUDA_GEMM
 #include "kernels/cuda/gemm/gemm_fp8.h"
@@ -258,16 +259,18 @@ absl::Status ReadChecks(const CudaStream::Group& group, ErrorRecordSlabs* slabs)
 }
 
 // ---- GEMM: the sm_90a FP8 GEMM of gemm/ (see gemm/gemm_fp8.h for what it runs). The config
-// comes from GemmArgs::config (the daemon's tune cache); "" runs DefaultGemmConfig. A config that
-// does not parse or does not launch never fails the request: the default runs instead, and the
-// fallback is counted and logged (the first time, then at every power of two).
+// comes from GemmArgs::config (the daemon's tune cache); anything but a GemmConfig runs
+// DefaultGemmConfig. A config the kernel does not build or that does not launch never fails the
+// request: the default runs instead, and the fallback is counted and logged (the first time, then
+// at every power of two).
 std::atomic<uint64_t> gemm_config_fallbacks{0};
 
-void CountGemmConfigFallback(absl::string_view config, const absl::Status& why) {
+void CountGemmConfigFallback(const GemmConfig& config, const absl::Status& why) {
   const uint64_t n = gemm_config_fallbacks.fetch_add(1) + 1;
   if ((n & (n - 1)) == 0) {
-    const std::string line = absl::StrCat("kerneld: cuda gemm config \"", config, "\" ignored, ",
-                                          "the default runs (", n, " so far): ", why.message());
+    const std::string line =
+        absl::StrCat("kerneld: cuda gemm config \"", GemmConfigToString(config), "\" ignored, ",
+                     "the default runs (", n, " so far): ", why.message());
     std::fprintf(stderr, "%s\n", line.c_str());
   }
 }
@@ -289,26 +292,25 @@ absl::Status SupportsGemm(const GemmArgs& g, const std::vector<DeviceProperties>
 // NN runs as NT on a transposed copy of b held in the stream's scratch (see gemm/gemm_fp8.h).
 absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
 #ifdef KD_HAVE_CUDA_GEMM
-  cudaDeviceProp prop{};
-  KD_GPU_RETURN_IF_ERROR(cudaDeviceGetAttribute(&prop.multiProcessorCount,
-                                                cudaDevAttrMultiProcessorCount, s.device()));
+  int sms = 0;
+  KD_GPU_RETURN_IF_ERROR(cuda::CurrentSmCount(&sms));
   void* scratch = nullptr;
   if (const uint64_t bytes = GemmFp8ScratchBytes(g); bytes > 0) {
     KD_ASSIGN_OR_RETURN(scratch, s.Scratch(bytes));
   }
   const cudaStream_t stream = s.stream();
   const GemmConfig fallback =
-      DefaultGemmConfig(g.variant == GemmVariant::kNN ? NnAsNtArgs(g, nullptr, nullptr) : g, prop);
-  if (g.config.empty()) return LaunchGemmFp8(g, fallback, stream, scratch);
-  absl::StatusOr<GemmConfig> config = ParseGemmConfig(g.config);
-  if (!config.ok()) {
-    CountGemmConfigFallback(g.config, config.status());
+      DefaultGemmConfig(g.variant == GemmVariant::kNN ? NnAsNtArgs(g, nullptr, nullptr) : g, sms);
+  const GemmConfig* config = std::get_if<GemmConfig>(&g.config);
+  if (config == nullptr) return LaunchGemmFp8(g, fallback, stream, scratch);
+  if (const absl::Status built = CheckGemmConfig(*config); !built.ok()) {
+    CountGemmConfigFallback(*config, built);
     return LaunchGemmFp8(g, fallback, stream, scratch);
   }
   const absl::Status launched = LaunchGemmFp8(g, *config, stream, scratch);
   // Only a launch failure is the config's fault; a bad operand fails the default the same way.
   if (launched.code() != absl::StatusCode::kInternal || *config == fallback) return launched;
-  CountGemmConfigFallback(g.config, launched);
+  CountGemmConfigFallback(*config, launched);
   return LaunchGemmFp8(g, fallback, stream, scratch);
 #else
   return absl::UnimplementedError("this kerneld was built without the cuda gemm");

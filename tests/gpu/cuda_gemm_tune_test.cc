@@ -112,14 +112,28 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
   auto stream = cuda->CreateStream(0);
   ASSERT_TRUE(stream.ok());
 
-  // "" = the default; tuned configs of both tile widths and a cluster; then configs a stale or
-  // damaged cache could hold, which must fall back to the default, not fail the request.
-  for (const char* config :
-       {"", "bm128.bn64.s8.c1.r4.p0", "bm128.bn128.s5.c2.r16.p0", "bm128.bn128.s4.c1.r1.p7",
-        "bm128.bn128.st4.cl1.rs0", "bm128.bn96.s6.c1.r8.p0", "garbage"}) {
-    SCOPED_TRACE(config);
+  // None (the default); tuned configs of both tile widths and a cluster, as the daemon's cache
+  // resolves them; then configs the kernel does not build and another backend's config, which
+  // must fall back to the default, not fail the request. (A string that does not parse never
+  // reaches a backend: the cache refuses it, autotune_cache_test.)
+  std::vector<GemmKernelConfig> configs = {GemmKernelConfig()};
+  for (const char* text :
+       {"bm128.bn64.s8.c1.r4.p0", "bm128.bn128.s5.c2.r16.p0", "bm128.bn128.s4.c1.r1.p7"}) {
+    absl::StatusOr<GemmConfig> parsed = ParseGemmConfig(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    configs.push_back(*parsed);
+  }
+  GemmConfig unbuilt;
+  unbuilt.block_n = 96;
+  configs.push_back(unbuilt);
+  unbuilt = GemmConfig();
+  unbuilt.raster_group = 0;
+  configs.push_back(unbuilt);
+  configs.push_back(CpuGemmConfig());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    SCOPED_TRACE(i);
     ASSERT_EQ(cudaMemset(d, 0xff, m * n * 2), cudaSuccess);  // NaN poison
-    dg.config = config;
+    dg.config = configs[i];
     std::atomic<int> timed{0};
     const absl::Status s =
         cuda->Run(Op(dg), **stream, [&](double seconds) { timed += seconds > 0 ? 1 : 0; });

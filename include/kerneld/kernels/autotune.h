@@ -21,16 +21,20 @@
 #include "kerneld/kernels/autotune_runner.h"
 #include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/autotune_tuner.h"
+#include "kerneld/kernels/gemm_config.h"
 
 namespace kd {
 
 struct ConfigSelection {
-  std::string config;  // "" when the key has no space (the kernel is not tunable there)
-  bool hit = false;    // served from the cache
+  // Typed (GemmArgs::config); std::monostate when the key has no space (the kernel is not
+  // tunable there) and the backend runs its own default.
+  GemmKernelConfig config;
+  bool hit = false;  // served from the cache
 };
 
-// The config to run `key` with: the cached one (a hit), else the space's heuristic default (a
-// miss, counted and recorded by the cache). Never blocks on tuning. Thread-safe.
+// The config to run `key` with: the cached one, resolved when its entry was stored (a hit), else
+// the space's heuristic default, resolved here (a miss, counted and recorded by the cache). Never
+// blocks on tuning. Thread-safe.
 ConfigSelection SelectConfig(TuneCache& cache, const ConfigSpaceRegistry& spaces,
                              const TuneKey& key);
 

@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/autotune_space.h"
+#include "kerneld/kernels/gemm_config.h"
 
 namespace kd {
 
@@ -57,7 +58,10 @@ struct CacheValidators {
 
 struct CacheEntry {
   TuneKey key;
-  std::string config;
+  std::string config;  // the string form, as stored and listed
+  // The typed form of `config`, resolved once by the cache (from options.spaces) when the entry
+  // is loaded, put, pinned or imported; std::monostate in a cache without spaces.
+  GemmKernelConfig resolved;
   double seconds = 0;          // median of `config` when tuned; 0 for a pin never measured
   double default_seconds = 0;  // median of the heuristic default, same run; 0 if unknown
   double noise_seconds = 0;    // robust noise of `seconds`
@@ -127,9 +131,10 @@ class TuneCache {
   // path.
   absl::Status Save() const;
 
-  // The request path: the config for `key` and a counted hit, or nullopt and a counted miss,
-  // recording the key (up to max_recorded_misses distinct keys) for later tuning.
-  std::optional<std::string> Lookup(const TuneKey& key);
+  // The request path: the resolved config for `key` (CacheEntry::resolved) and a counted hit, or
+  // nullopt and a counted miss, recording the key (up to max_recorded_misses distinct keys) for
+  // later tuning. Parses nothing.
+  std::optional<GemmKernelConfig> Lookup(const TuneKey& key);
 
   // Stores a tuning result. FAILED_PRECONDITION when a pinned entry holds the key (tuning never
   // replaces a pin); INVALID_ARGUMENT/FAILED_PRECONDITION/NOT_FOUND from spaces->CheckEntry.
@@ -162,7 +167,8 @@ class TuneCache {
 
  private:
   void Log(absl::string_view line) const;
-  absl::Status CheckEntry(const TuneKey& key, absl::string_view config) const;
+  // The typed config of an entry this cache may hold, or why not.
+  absl::StatusOr<GemmKernelConfig> ResolveEntry(const TuneKey& key, absl::string_view config) const;
   absl::Status SetAside(const std::string& why) const;
 
   const TuneCacheOptions options_;

@@ -4,7 +4,8 @@
 // A config is an opaque string to the cache and the tuner. Every built-in space writes it as
 // '.'-separated fields, each a lower-case name followed by a decimal integer, in a fixed order
 // ("bm128.bn128.s6.c1.r8.p0"); the kernel that owns the space parses it with its own typed
-// parser, which accepts exactly the canonical form (so string equality is config equality).
+// parser, which accepts exactly the canonical form (so string equality is config equality). The
+// space resolves a string into the typed GemmKernelConfig (gemm_config.h) that a launch receives.
 //
 // Spaces are looked up by (op, variant, architecture family); see ArchFamily().
 #ifndef KERNELD_KERNELS_AUTOTUNE_SPACE_H_
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/autotune_key.h"
+#include "kerneld/kernels/gemm_config.h"
 
 namespace kd {
 
@@ -42,9 +44,10 @@ struct ConfigSpace {
   // `configs`; the tuner measures it first (it is the incumbent to beat) even where `applies`
   // would skip it.
   std::function<std::string(const TuneKey&)> heuristic;
-  // The parse contract: OK for a well-formed config of this kernel (it need not be in `configs`:
-  // a pin may name any config the kernel accepts), else INVALID_ARGUMENT saying why.
-  std::function<absl::Status(absl::string_view config)> check;
+  // The parse contract: the typed config of a well-formed config string of this kernel (it need
+  // not be in `configs`: a pin may name any config the kernel accepts), else INVALID_ARGUMENT
+  // saying why.
+  std::function<absl::StatusOr<GemmKernelConfig>(absl::string_view config)> resolve;
   // Optional: false for a candidate that cannot or should not run on the key's shape (a tile
   // far larger than the problem). Empty: every candidate applies.
   std::function<bool(const TuneKey&, absl::string_view config)> applies;
@@ -61,7 +64,7 @@ class ConfigSpaceRegistry {
   static const ConfigSpaceRegistry& Builtin();
 
   // ALREADY_EXISTS for a second space with the same (op, variant, arch_family); INVALID_ARGUMENT
-  // for an empty space, a missing heuristic or check, or a config that fails `check`.
+  // for an empty space, a missing heuristic or resolve, or a config that fails `resolve`.
   absl::Status Register(ConfigSpace space);
 
   // nullptr when no space is declared for that op, variant and (exact) arch.
@@ -73,9 +76,13 @@ class ConfigSpaceRegistry {
   absl::StatusOr<std::vector<std::string>> Candidates(const TuneKey& key) const;
   // The heuristic default for `key`. NOT_FOUND without a space.
   absl::StatusOr<std::string> Default(const TuneKey& key) const;
-  // OK when `config` may be served for `key`: a space exists (NOT_FOUND), its kernel_version is
-  // the key's (FAILED_PRECONDITION: tuned for another build) and the config passes its parse
-  // contract (INVALID_ARGUMENT).
+  // The heuristic default for `key`, resolved. NOT_FOUND without a space.
+  absl::StatusOr<GemmKernelConfig> DefaultConfig(const TuneKey& key) const;
+  // The typed config when `config` may be served for `key`: a space exists (NOT_FOUND), its
+  // kernel_version is the key's (FAILED_PRECONDITION: tuned for another build) and the config
+  // passes its parse contract (INVALID_ARGUMENT).
+  absl::StatusOr<GemmKernelConfig> Resolve(const TuneKey& key, absl::string_view config) const;
+  // Resolve's status.
   absl::Status CheckEntry(const TuneKey& key, absl::string_view config) const;
 
   std::vector<const ConfigSpace*> All() const;
@@ -92,7 +99,7 @@ absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
 // ---- by its Format function: the fields in this order, each once, values in range.
 
 // CPU GEMM: "tn<W>", W in {16, 32, 64, 128, 256}: columns of D computed per tile, so that a tile
-// of B stays in cache (GemmCpu's CpuGemmConfig::tile_n). Default "tn64".
+// of B stays in cache (CpuGemmConfig::tile_n, gemm_config.h). Default "tn64".
 absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config);
 std::string FormatCpuGemmConfig(int64_t tile_n);
 
@@ -100,9 +107,10 @@ std::string FormatCpuGemmConfig(int64_t tile_n);
 // ParseGemmConfig of kerneld/kernels/gemm_fp8_config.h ("bm128.bn128.s6.c1.r8.p0"). The space
 // holds every tile, stage and cluster combination CheckGemmConfig accepts (BuiltGemmTiles), each
 // with raster groups kSm90RasterGroups and num_ctas 0; clusters of 2 for all but k_grouped_tn
-// (which runs unclustered). Variants nt, tn, m_grouped_nt, k_grouped_tn (the kernel
-// does not run nn). Its heuristic is HeuristicGemmConfig with Sm90SmCount(key.device) SMs, the
-// same default the CUDA backend runs when a GEMM comes without a config.
+// (which runs unclustered). Variants nt, tn, m_grouped_nt, k_grouped_tn (nn has no space: it
+// runs its default). Its heuristic is HeuristicGemmConfig (kernels/cuda/gemm/gemm_fp8_heuristic.h)
+// with Sm90SmCount(key.device) SMs, the same default the CUDA backend runs when a GEMM comes
+// without a config.
 constexpr int kSm90RasterGroups[] = {8, 4, 16};
 // SMs of an sm_90 device by its name: 114 for an H100 PCIe, else 132 (H100 SXM, H800, H200).
 int Sm90SmCount(absl::string_view device_name);
@@ -112,13 +120,7 @@ int Sm90SmCount(absl::string_view device_name);
 //   bk      K tile: 64 or 128 (divides the 128 scale block)
 //   nw      wavefronts (64 lanes) per workgroup: 4 or 8
 //   st      LDS pipeline stages: 1 or 2
-struct HipGemmConfig {
-  int bm = 128;
-  int bn = 128;
-  int bk = 128;
-  int nw = 4;
-  int st = 2;
-};
+// (HipGemmConfig: gemm_config.h.)
 absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config);
 std::string FormatHipGemmConfig(const HipGemmConfig& c);
 

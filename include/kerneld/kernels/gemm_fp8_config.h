@@ -1,8 +1,10 @@
 // The config of the sm_90a blockwise FP8 GEMM (kernels/cuda/gemm/) and its one string format.
 //
-// Host-only and CUDA-free: the kernel's launcher parses the config it is given with it, and the
-// autotune space for sm_90 (autotune_space.h) enumerates and checks configs with it, so the tune
-// cache stores exactly what the kernel builds, in the kernel's own format.
+// Host-only and CUDA-free (library kerneld_gemm_config, kernels/cuda/gemm/gemm_fp8_config.cc):
+// the sm_90 autotune space (autotune_space.h) enumerates, checks and resolves configs with it, so
+// the tune cache stores exactly what the kernel builds, in the kernel's own format; the launcher
+// receives the typed GemmConfig (gemm_config.h). The heuristic default is
+// kernels/cuda/gemm/gemm_fp8_heuristic.h.
 #ifndef KERNELD_KERNELS_GEMM_FP8_CONFIG_H_
 #define KERNELD_KERNELS_GEMM_FP8_CONFIG_H_
 
@@ -16,14 +18,14 @@
 
 namespace kd {
 
-// The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
-// 2), 128x192 and 192x128 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in
-// clusters of 2), 64x64 tiles with 8 stages and 64x32 with 16 (no cluster); each consumer
-// warpgroup owns 64 rows.
 // GemmConfig::raster_group's range: the kernel divides by every band height up to it through a
 // table of that size (kernels/cuda/gemm/gemm_fp8_kernel.h, kMaxRasterGroup).
 constexpr int kMaxGemmRasterGroup = 64;
 
+// The tunable choices of the kernel. Built: 128x128 tiles with 4..6 stages (5..6 in clusters of
+// 2), 128x192 and 192x128 with 4 stages (cluster 1 or 2), 128x64 tiles with 6 or 8 stages (8 in
+// clusters of 2), 64x64 tiles with 8 stages and 64x32 with 16 (no cluster); each consumer
+// warpgroup owns 64 rows.
 struct GemmConfig {
   int block_m = 128;     // tile rows: 64, 128 or 192 (192: block_n 128 only)
   int block_n = 128;     // tile columns: 32 (block_m 64 only), 64, 128 or 192
@@ -54,18 +56,6 @@ absl::Status CheckGemmConfig(const GemmConfig& config);
 // raster group and num_ctas 0, 128-row and 128-column tiles first: the sm_90 autotune space is
 // built from it.
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
-
-// The heuristic default, good without tuning, for a problem of `rows` rows of A (a's shape[0];
-// all groups' rows for M-grouped), `cols` output columns, reduction `k` and `groups` separate
-// outputs (K-grouped; else 1) on a device of `sm_count` SMs; `nt`: the variant is NT (or NN,
-// which runs as NT); `m_groups`: for M-grouped NT its number of groups (b's shape[0]), else 0.
-// 64x32 tiles for at most 64 rows where their tiles fit the SMs in one wave, else 64x64; 128x64
-// when 128-column tiles would leave most SMs idle; else 128x128 or 128x192, whichever waves of
-// persistent CTAs are estimated to take less time, the 128x192 tile in clusters of 2 with 8
-// waves of clusters or more for NT and for M-grouped with at least 4096 rows per group on
-// average, and for NT with K <= 1536 the 192x128 tile in clusters of 2 instead of 128x192.
-GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups, int sm_count,
-                               bool nt, int64_t m_groups);
 
 }  // namespace kd
 

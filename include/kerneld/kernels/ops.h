@@ -13,6 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/tensor.h"
 
 namespace kd {
@@ -70,10 +71,10 @@ struct GemmArgs {
   Tensor a, a_scales, b, b_scales, d;
   Tensor group_ends;
   bool accumulate = false;
-  // The autotune config to run with (a string of the kernel's config space, see
-  // kerneld/kernels/autotune_space.h); "" runs the kernel's heuristic default. Set by the daemon
-  // from its tune cache, never from a request. The result does not depend on it.
-  std::string config;
+  // The kernel config to run with, resolved once from the daemon's tune cache (gemm_config.h);
+  // std::monostate, or another backend's config, runs the backend's heuristic default. Never set
+  // from a request. The result does not depend on it.
+  GemmKernelConfig config;
 };
 
 struct PadArgs {

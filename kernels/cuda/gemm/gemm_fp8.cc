@@ -1,4 +1,4 @@
-// Host side of the FP8 GEMM: config strings and heuristics, operand checks the kernel needs,
+// Host side of the FP8 GEMM: the default config, operand checks the kernel needs,
 // TMA tensor maps (cuTensorMapEncodeTiled through the runtime's driver entry point, so nothing
 // links libcuda), and the launch.
 #include "kernels/cuda/gemm/gemm_fp8.h"
@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"
+#include "kernels/cuda/device_attributes.h"
+#include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 
@@ -162,6 +164,10 @@ absl::Status CheckInt32(int64_t v, absl::string_view what) {
 }  // namespace
 
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device) {
+  return DefaultGemmConfig(args, device.multiProcessorCount);
+}
+
+GemmConfig DefaultGemmConfig(const GemmArgs& args, int sm_count) {
   int64_t rows = args.a.shape[0], cols = args.b.shape[0], groups = 1;
   // M-grouped B is (groups, N, K); NN's B is W itself, (K, N).
   if (args.variant == GemmVariant::kMGroupedNT || args.variant == GemmVariant::kNN) {
@@ -170,8 +176,7 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device)
   if (args.variant == GemmVariant::kKGroupedTN) groups = args.d.shape[0];
   const bool nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
   const int64_t m_groups = args.variant == GemmVariant::kMGroupedNT ? args.b.shape[0] : 0;
-  return HeuristicGemmConfig(rows, cols, args.a.shape[1], groups, device.multiProcessorCount, nt,
-                             m_groups);
+  return HeuristicGemmConfig(rows, cols, args.a.shape[1], groups, sm_count, nt, m_groups);
 }
 
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args) {
@@ -233,9 +238,8 @@ uint64_t NnSplitOffset(const GemmArgs& args) {
 // The split-tail workspace for the current device (0 when its SM count cannot be read: the
 // kernel then runs unsplit).
 uint64_t SplitWorkspaceBytes() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+  int sms = 0;
+  if (cuda::CurrentSmCount(&sms) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
@@ -247,7 +251,7 @@ uint64_t SplitWorkspaceBytes() {
 // NOTE: the transpose reads and writes N*R bytes on every call: on an H100 at dX 8192x7168 from
 // dY 8192x2048, W 2048x7168, 12 µs (2.4 TB/s) of a 365 µs NN against 355 µs for NT on a
 // ready Wᵀ (GemmCudaTest.NnEqualsNtOnTransposedWeightBitForBit prints these). W changes only
-// once per optimizer step, so caching Wᵀ across the calls of a step is future work.
+// once per optimizer step, so a Wᵀ kept across the calls of a step would save it.
 absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream,
                           void* scratch) {
   KD_RETURN_IF_ERROR(CudaSupportsGemmFp8(args));
@@ -402,7 +406,7 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_a, MakeOperandMap(args.a, "a", config.block_m));
   // Clusters pair M-adjacent tiles of a dense problem or of one M group (sharing its expert's B
   // tile). K-grouped (wgrad) runs unpaired: its scheduler pairs nothing, and TN, the same loop
-  // with per-row B scales, was 3% slower in clusters of 2 (16640x5120x8192, HeuristicGemmConfig).
+  // with per-row B scales, is 3% slower in clusters of 2 (HeuristicGemmConfig).
   const int cluster = p.mode == KernelMode::kKGrouped ? 1 : config.cluster;
   KD_ASSIGN_OR_RETURN(const CUtensorMap map_b,
                       MakeOperandMap(args.b, "b", config.block_n / cluster));

@@ -31,7 +31,10 @@ namespace kd {
 
 // GemmConfig, GemmConfigToString, ParseGemmConfig and CheckGemmConfig: gemm_fp8_config.h.
 
-// HeuristicGemmConfig for `args` on `device` (its rows, columns, groups and variant, the SM count).
+// HeuristicGemmConfig (gemm_fp8_heuristic.h) for `args` (its rows, columns, groups and variant) on
+// a device of `sm_count` SMs.
+GemmConfig DefaultGemmConfig(const GemmArgs& args, int sm_count);
+// The same on `device` (its multiProcessorCount).
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device);
 
 // Device scratch LaunchGemmFp8 needs for `args` (validated), in bytes: NN needs room for bᵀ
@@ -48,8 +51,9 @@ GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales);
 // pointers of the current device. `scratch`: GemmFp8ScratchBytes(args) bytes of device memory,
 // 256-byte aligned, that nothing else uses until this work has run on `stream` (stream order
 // suffices); when null and scratch is needed, it is taken with cudaMallocAsync on `stream` and
-// freed the same way (no host synchronisation either way, but on an H100 it made an
-// 8192x7168x2048 NN 441 µs instead of 365: long-lived callers pass scratch, as the backend does).
+// freed the same way (no host synchronisation either way, but the allocation costs: an
+// 8192x7168x2048 NN takes 441 µs instead of 365 on an H100; long-lived callers pass scratch, as
+// the backend does).
 // For NN, `config` is the config of the NT problem it runs as (NnAsNtArgs). Split tail (NT, TN, NN;
 // only with the caller's scratch, else the kernel runs unsplit): when the last wave of tiles would
 // leave at least half of the persistent CTAs idle, its tiles are split along K into slices that
@@ -70,19 +74,17 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
 // warps copy them with cp.async; the results are the same bits): for NT and NN on the 128x192
 // tile in clusters of 2 when both scale tensors start 16-byte aligned with row strides of a
 // multiple of 4 floats, e.g. contiguous ones with K/128 a multiple of 4 (for NN, those of the NT
-// problem it runs as). On an H100 (bench/RESULTS.md, "TMA scale loads") that made 128x192 c2 NT
-// 4-8% faster; unclustered 128x192 (-7% to -10%), M-grouped NT (-1% to -3%) and TN (per-row B
-// scales, -5% to -6%) stay on cp.async.
+// problem it runs as). On an H100 that makes 128x192 c2 NT 4-8% faster; unclustered 128x192,
+// M-grouped NT and TN (per-row B scales) are slower with it and stay on cp.async.
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config);
 
 // Whether LaunchGemmFp8 has the kernel's epilogue write D with TMA bulk-tensor stores, one
 // thread issuing them while its warpgroup goes on with the next tile (else every thread stores 16
 // bytes at a time; the results are the same bits): for NT, NN, TN and M-grouped NT writing (not
 // accumulating) a bf16 D whose base and row stride are multiples of 16 bytes, on tiles 128 or 192
-// wide, when the launch has more tiles than CTAs. On an H100 (bench/RESULTS.md, "TMA stores in the
-// epilogue") that made the large shapes 0-3% faster; launches of at most one tile per CTA measured
-// 3-5% slower with them (nothing to overlap). Reads the device's resident-CTA count
-// (GemmFp8ResidentCtas).
+// wide, when the launch has more tiles than CTAs. On an H100 that makes the large shapes 0-3%
+// faster; launches of at most one tile per CTA are 3-5% slower with them (nothing to overlap).
+// Reads the device's resident-CTA count (GemmFp8ResidentCtas).
 bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config);
 
 // How many CTAs of `config` fit on the current device at once (clusters need their CTAs in one

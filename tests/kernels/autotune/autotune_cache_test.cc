@@ -21,6 +21,13 @@ namespace {
 
 const ConfigSpaceRegistry& Spaces() { return ConfigSpaceRegistry::Builtin(); }
 
+// The typed CPU GEMM config "tn<tile_n>" resolves to.
+CpuGemmConfig Tile(int64_t tile_n) {
+  CpuGemmConfig c;
+  c.tile_n = tile_n;
+  return c;
+}
+
 DeviceProperties Cpu() {
   DeviceProperties p;
   p.name = "cpu (test)";
@@ -110,7 +117,7 @@ TEST(Crc32cTest, MatchesTheStandardCheckValue) {
 TEST(TuneCacheTest, LookupCountsHitsAndMissesAndRecordsMisses) {
   TuneCache cache(Options(""));
   ASSERT_TRUE(cache.Put(Entry(64, "tn128")).ok());
-  EXPECT_EQ(cache.Lookup(Key(64)), std::optional<std::string>("tn128"));
+  EXPECT_EQ(cache.Lookup(Key(64)), std::optional<GemmKernelConfig>(Tile(128)));
   EXPECT_EQ(cache.Lookup(Key(32)), std::nullopt);
   EXPECT_EQ(cache.Lookup(Key(32)), std::nullopt);
   EXPECT_EQ(cache.Lookup(Key(16)), std::nullopt);
@@ -141,11 +148,11 @@ TEST(TuneCacheTest, SelectConfigServesTheDefaultOnAMissWithoutTuning) {
   TuneCache cache(Options(""));
   ConfigSelection s = SelectConfig(cache, Spaces(), Key(64));
   EXPECT_FALSE(s.hit);
-  EXPECT_EQ(s.config, "tn64");
+  EXPECT_EQ(s.config, GemmKernelConfig(Tile(64)));
   ASSERT_TRUE(cache.Put(Entry(64, "tn256")).ok());
   s = SelectConfig(cache, Spaces(), Key(64));
   EXPECT_TRUE(s.hit);
-  EXPECT_EQ(s.config, "tn256");
+  EXPECT_EQ(s.config, GemmKernelConfig(Tile(256)));
 }
 
 TEST(TuneCacheTest, PutRefusesEntriesThisNodeCannotServe) {
@@ -170,11 +177,11 @@ TEST(TuneCacheTest, TuningNeverReplacesAPin) {
   ASSERT_TRUE(cache.Put(Entry(64, "tn128")).ok());
   ASSERT_TRUE(cache.Pin(Key(64), "tn16").ok());
   EXPECT_EQ(cache.Put(Entry(64, "tn256")).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(cache.Lookup(Key(64)), std::optional<std::string>("tn16"));
+  EXPECT_EQ(cache.Lookup(Key(64)), std::optional<GemmKernelConfig>(Tile(16)));
   EXPECT_TRUE(cache.Get(Key(64))->pinned);
   ASSERT_TRUE(cache.Unpin(Key(64)).ok());
   EXPECT_TRUE(cache.Put(Entry(64, "tn256")).ok());
-  EXPECT_EQ(cache.Lookup(Key(64)), std::optional<std::string>("tn256"));
+  EXPECT_EQ(cache.Lookup(Key(64)), std::optional<GemmKernelConfig>(Tile(256)));
   EXPECT_EQ(cache.Unpin(Key(99)).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cache.Pin(Key(99), "tn48").code(), absl::StatusCode::kInvalidArgument);
 }
@@ -264,7 +271,7 @@ TEST(TuneCacheTest, ImportRejectsStaleOrForeignEntriesAndRespectsLocalPins) {
   EXPECT_TRUE(absl::StrContains(r->reasons[0], "kernel version")) << r->reasons[0];
   EXPECT_TRUE(absl::StrContains(r->reasons[1], "cpu (other)")) << r->reasons[1];
   EXPECT_TRUE(absl::StrContains(r->reasons[2], "pinned")) << r->reasons[2];
-  EXPECT_EQ(target.Lookup(Key(4)), std::optional<std::string>("tn16"));
+  EXPECT_EQ(target.Lookup(Key(4)), std::optional<GemmKernelConfig>(Tile(16)));
 }
 
 TEST(TuneCacheTest, ImportOfAFileThatDoesNotParseImportsNothing) {
@@ -320,6 +327,9 @@ TEST(TuneCacheFileTest, SaveThenLoadRestoresEveryEntry) {
   EXPECT_EQ(*n, 50u);
   EXPECT_EQ(b.Export(), a.Export());
   EXPECT_TRUE(b.Get(Key(7))->pinned);
+  // The loaded entries are resolved once, at load: a lookup serves the typed config.
+  EXPECT_EQ(b.Get(Key(7))->resolved, GemmKernelConfig(Tile(16)));
+  EXPECT_EQ(b.Lookup(Key(8)), std::optional<GemmKernelConfig>(Tile(128)));
   // Only the file and its lock remain: the temp file was renamed.
   std::vector<std::string> files = dir.Files();
   std::sort(files.begin(), files.end());
@@ -425,7 +435,7 @@ TEST(TuneCacheFileTest, FiveThousandEntriesLoadWellUnderASecond) {
   EXPECT_EQ(*n, 5000u);
   EXPECT_LT(took.count(), 1.0);  // typically a few ms; the bound only catches the pathological
   RecordProperty("load_5000_ms", static_cast<int>(took.count() * 1000));
-  EXPECT_EQ(cache.Lookup(Key(4999)), std::optional<std::string>("tn128"));
+  EXPECT_EQ(cache.Lookup(Key(4999)), std::optional<GemmKernelConfig>(Tile(128)));
 }
 
 TEST(TuneCacheTest, ConcurrentLookupsPutsAndPinsAreSafe) {

@@ -11,6 +11,13 @@ namespace {
 
 const ConfigSpaceRegistry& Spaces() { return ConfigSpaceRegistry::Builtin(); }
 
+// The typed CPU GEMM config "tn<tile_n>" resolves to.
+CpuGemmConfig Tile(int64_t tile_n) {
+  CpuGemmConfig c;
+  c.tile_n = tile_n;
+  return c;
+}
+
 DeviceProperties Cpu() {
   DeviceProperties p;
   p.name = "cpu (test)";
@@ -81,11 +88,11 @@ TEST(TuneKeysTest, TunesStoresAndReportsProgressWithAnEstimate) {
     EXPECT_TRUE(events[i].status.ok()) << events[i].status;
     EXPECT_EQ(events[i].result.config, "tn128");
     EXPECT_EQ(events[i].total, 4);
-    EXPECT_EQ(cache.Lookup(Key(i + 1)), std::optional<std::string>("tn128"));
+    EXPECT_EQ(cache.Lookup(Key(i + 1)), std::optional<GemmKernelConfig>(Tile(128)));
   }
   EXPECT_GT(events[0].eta_seconds, 0);
   EXPECT_EQ(events[3].eta_seconds, 0);
-  EXPECT_EQ(cache.Lookup(Key(3)), std::optional<std::string>("tn16"));
+  EXPECT_EQ(cache.Lookup(Key(3)), std::optional<GemmKernelConfig>(Tile(16)));
   const CacheEntry e = *cache.Get(Key(1));
   EXPECT_DOUBLE_EQ(e.seconds, 1e-3);
   EXPECT_DOUBLE_EQ(e.default_seconds, 2e-3);
@@ -113,7 +120,7 @@ TEST(BackgroundTunerTest, MissesAreTunedOffTheRequestPathAndThenServed) {
   // A request misses, runs the default, and queues the key.
   ConfigSelection s = SelectConfig(cache, Spaces(), Key(8));
   EXPECT_FALSE(s.hit);
-  EXPECT_EQ(s.config, "tn64");
+  EXPECT_EQ(s.config, GemmKernelConfig(Tile(64)));
   EXPECT_TRUE(tuner.Enqueue(Key(8)));
   EXPECT_TRUE(tuner.Enqueue(Key(9)));
   TuneKey untunable = Key(8);
@@ -124,7 +131,7 @@ TEST(BackgroundTunerTest, MissesAreTunedOffTheRequestPathAndThenServed) {
   EXPECT_EQ(tuner.pending(), 0u);
   s = SelectConfig(cache, Spaces(), Key(8));
   EXPECT_TRUE(s.hit);
-  EXPECT_EQ(s.config, "tn128");
+  EXPECT_EQ(s.config, GemmKernelConfig(Tile(128)));
   // Tuned keys can be queued again (a later retune), duplicates in the queue cannot.
   EXPECT_TRUE(tuner.Enqueue(Key(8)));
   tuner.WaitIdle();

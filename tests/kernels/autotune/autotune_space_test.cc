@@ -3,7 +3,9 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
+#include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 
 namespace kd {
 namespace {
@@ -64,10 +66,48 @@ TEST(ConfigSpaceTest, Sm90SpaceUsesTheKernelsOwnFormatAndParser) {
     absl::StatusOr<GemmConfig> parsed = ParseGemmConfig(c);
     ASSERT_TRUE(parsed.ok()) << c << ": " << parsed.status();
     EXPECT_EQ(GemmConfigToString(*parsed), c);
-    EXPECT_TRUE(space->check(c).ok()) << c;
+    absl::StatusOr<GemmKernelConfig> resolved = space->resolve(c);
+    ASSERT_TRUE(resolved.ok()) << c << ": " << resolved.status();
+    ASSERT_TRUE(std::holds_alternative<GemmConfig>(*resolved)) << c;
+    EXPECT_EQ(std::get<GemmConfig>(*resolved), *parsed) << c;
   }
-  EXPECT_EQ(space->check("bm128.bn128.st4.cl1.rs0").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(space->check("bm128.bn64.s6.c1.r3.p100").ok());  // a pin may name any built config
+  EXPECT_EQ(space->resolve("bm128.bn128.st4.cl1.rs0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A pin may name any built config.
+  EXPECT_TRUE(space->resolve("bm128.bn64.s6.c1.r3.p100").ok());
+}
+
+TEST(ConfigSpaceTest, ResolveGivesEachKernelItsOwnTypedConfig) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  const int32_t cpu = r.Find("gemm", "nt", "x86_64")->kernel_version;
+  absl::StatusOr<GemmKernelConfig> c = r.Resolve(Key("x86_64", "nt", 64, 64, 128, cpu), "tn32");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(std::holds_alternative<CpuGemmConfig>(*c));
+  EXPECT_EQ(std::get<CpuGemmConfig>(*c).tile_n, 32);
+  const int32_t sm90 = r.Find("gemm", "nt", "sm_90")->kernel_version;
+  c = r.Resolve(Key("sm_90", "nt", 4096, 4096, 4096, sm90), "bm192.bn128.s4.c2.r16.p0");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(std::holds_alternative<GemmConfig>(*c));
+  const GemmConfig& g = std::get<GemmConfig>(*c);
+  EXPECT_EQ(g.block_m, 192);
+  EXPECT_EQ(g.block_n, 128);
+  EXPECT_EQ(g.stages, 4);
+  EXPECT_EQ(g.cluster, 2);
+  EXPECT_EQ(g.raster_group, 16);
+  EXPECT_EQ(g.num_ctas, 0);
+  const int32_t hip = r.Find("gemm", "nt", "gfx942")->kernel_version;
+  c = r.Resolve(Key("gfx942", "nt", 4096, 4096, 4096, hip), "bm128.bn256.bk64.nw8.st2");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(std::holds_alternative<HipGemmConfig>(*c));
+  EXPECT_EQ(std::get<HipGemmConfig>(*c).bn, 256);
+  // The default, resolved, is the heuristic's typed config.
+  const TuneKey key = Key("sm_90", "nt", 4096, 7168, 8192, sm90);
+  c = r.DefaultConfig(key);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, GemmKernelConfig(*ParseGemmConfig(*r.Default(key))));
+  EXPECT_EQ(r.Resolve(key, "tn32").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.DefaultConfig(Key("sm_100", "nt", 1, 1, 128)).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(ConfigSpaceTest, Sm90ParserAcceptsOnlyTheCanonicalFormOfBuiltConfigs) {
@@ -235,8 +275,9 @@ TEST(ConfigSpaceTest, RegisterRefusesSpacesWithoutHeuristicOrWithUnparsableConfi
   s.variant = "a128";
   s.arch_family = "cpu";
   s.configs = {"rows8"};
-  s.check = [](absl::string_view c) {
-    return c == "rows8" ? absl::OkStatus() : absl::InvalidArgumentError("no");
+  s.resolve = [](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
+    if (c != "rows8") return absl::InvalidArgumentError("no");
+    return GemmKernelConfig();
   };
   EXPECT_EQ(registry.Register(s).code(), absl::StatusCode::kInvalidArgument);  // no heuristic
   s.heuristic = [](const TuneKey&) { return std::string("rows8"); };

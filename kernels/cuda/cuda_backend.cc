@@ -1,7 +1,7 @@
 // The CUDA backend: a memory pool per GPU, CUDA IPC import/export, non-blocking streams, IPC
-// events, and the quantize/pad kernels of cuda_kernels.h, every launch asynchronous. It is built
-// with the static CUDA runtime and never links libcuda, so CreateCudaBackend simply returns
-// nullptr on a machine without a driver or device.
+// events, the pad kernels of cuda_kernels.h and the quantizers of quantize_dispatch.h, every launch
+// asynchronous. It is built with the static CUDA runtime and never links libcuda, so
+// CreateCudaBackend simply returns nullptr on a machine without a driver or device.
 //
 // How an error found on the device surfaces: pad/unpad and the jagged quantize granularities
 // check group ends on the device (the host never reads them). Each such op gets its own
@@ -35,6 +35,7 @@
 #endif
 #include "kernels/cuda/ipc_mappings.h"
 #include "kernels/cuda/kernel_timer.h"
+#include "kernels/cuda/quantize_dispatch.h"
 
 namespace kd {
 namespace {
@@ -190,28 +191,6 @@ class CudaEvent : public Event {
   int device_;
   cudaEvent_t event_;
 };
-
-cuda::InputType InputTypeOf(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return cuda::InputType::kF32;
-    case DType::kF16:
-      return cuda::InputType::kF16;
-    default:
-      return cuda::InputType::kBF16;
-  }
-}
-
-cuda::Fp8Format FormatOf(DType d) {
-  switch (d) {
-    case DType::kE4M3FNUZ:
-      return cuda::Fp8Format::kE4M3FNUZ;
-    case DType::kE5M2:
-      return cuda::Fp8Format::kE5M2;
-    default:
-      return cuda::Fp8Format::kE4M3FN;
-  }
-}
 
 // The message of a violation a kernel recorded, in the words of kd::CheckGroupEnds.
 absl::Status DeviceErrorStatus(const DeviceErrorRecord& r) {
@@ -566,151 +545,23 @@ class CudaBackend : public Backend {
     return CudaStatus(err, what);
   }
 
-  // per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ, and the jagged granularities
-  // (quantize_rows.cu).
-  static bool RunsOnRowKernels(const QuantizeArgs& q) {
-    switch (q.granularity) {
-      case QuantGranularity::kPerRow:
-      case QuantGranularity::kPerTensor:
-      case QuantGranularity::kMx1x32:
-      case QuantGranularity::kJaggedRowwise:
-      case QuantGranularity::kJaggedColwise:
-        return true;
-      default:
-        return false;
-    }
-  }
-
-  absl::Status LaunchRows(const QuantizeArgs& q, CudaStream& s)
+  // The quantize op: its params filled once and its kernel family chosen in quantize_dispatch.h;
+  // the stream lends the error record (jagged group ends) and the scratch.
+  absl::Status LaunchQuantizeOp(const QuantizeArgs& q, CudaStream& s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    cuda::RowQuantizeParams p;
-    const bool t = q.transpose_output;
-    switch (q.granularity) {
-      case QuantGranularity::kPerRow:
-        p.kind = t ? cuda::RowQuantizeKind::kPerRowTransposed : cuda::RowQuantizeKind::kPerRow;
-        break;
-      case QuantGranularity::kPerTensor:
-        p.kind =
-            t ? cuda::RowQuantizeKind::kPerTensorTransposed : cuda::RowQuantizeKind::kPerTensor;
-        break;
-      case QuantGranularity::kMx1x32:
-        p.kind = t ? cuda::RowQuantizeKind::kMx1x32Transposed : cuda::RowQuantizeKind::kMx1x32;
-        break;
-      case QuantGranularity::kJaggedRowwise:
-        p.kind = cuda::RowQuantizeKind::kJaggedRowwise;
-        break;
-      default:
-        p.kind = cuda::RowQuantizeKind::kJaggedColwise;
-        break;
-    }
-    p.input = q.input.data;
-    p.input_stride = q.input.strides[0];
-    p.input_type = InputTypeOf(q.input.dtype);
-    p.m = q.input.shape[0];
-    p.k = q.input.shape[1];
-    p.output = q.output.as<uint8_t>();
-    p.output_stride = q.output.strides[0];
-    p.format = FormatOf(q.output.dtype);
-    p.scales = q.scales.data;
-    p.scales_stride = q.scales.rank == 2 ? q.scales.strides[0] : 0;
-    p.k_block_major_scales = q.scale_layout == ScaleLayout::kKBlockMajor;
-    p.pow2_scales = q.scale_format == ScaleFormat::kPow2;
-    p.eps = q.eps;
-    p.mx_rceil = q.mx_rounding == MxRounding::kRceil;
-    if (q.group_ends.present()) {
-      p.group_ends = q.group_ends.data;
-      p.group_ends_stride = q.group_ends.strides[0];
-      p.group_ends_i64 = q.group_ends.dtype == DType::kI64;
-      p.groups = q.group_ends.shape[0];
+    KD_ASSIGN_OR_RETURN(cuda::QuantizeParams p, cuda::MakeQuantizeParams(q));
+    if (cuda::QuantizeNeedsErrorRecord(p)) {
       KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
     }
-    const uint64_t scratch = cuda::RowQuantizeScratchBytes(p);
-    if (scratch > 0) {
-      KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(scratch));
+    if (const uint64_t bytes = cuda::QuantizeScratchBytes(p); bytes > 0) {
+      KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(bytes));
     }
-    return Check(cuda::LaunchRowQuantize(p, s.stream()), "quantize launch");
-  }
-
-  // The tiled one-pass quantizer: 1x128, 128x1 and 128x128 of Y = Xᵀ, 128x1 of Y = X, and the
-  // dual pass (quantize_tiled.cu). False for what it does not run.
-  static bool TiledModeOf(const QuantizeArgs& q, cuda::TiledQuantizeMode& mode) {
-    const bool t = q.transpose_output;
-    switch (q.granularity) {
-      case QuantGranularity::k1x128:
-        if (q.output_t.present())
-          mode = cuda::TiledQuantizeMode::kDual;
-        else if (t)
-          mode = cuda::TiledQuantizeMode::k1x128Transposed;
-        else
-          return false;
-        return true;
-      case QuantGranularity::k128x1:
-        mode = t ? cuda::TiledQuantizeMode::k128x1Transposed : cuda::TiledQuantizeMode::k128x1;
-        return true;
-      case QuantGranularity::k128x128:
-        mode = cuda::TiledQuantizeMode::k128x128Transposed;
-        return t;
-      default:
-        return false;
-    }
-  }
-
-  absl::Status LaunchTiled(const QuantizeArgs& q, cuda::TiledQuantizeMode mode, CudaStream& s)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    cuda::TiledQuantizeParams p;
-    p.mode = mode;
-    p.input = q.input.data;
-    p.input_stride = q.input.strides[0];
-    p.input_type = InputTypeOf(q.input.dtype);
-    p.m = q.input.shape[0];
-    p.k = q.input.shape[1];
-    p.format = FormatOf(q.output.dtype);
-    p.output = q.output.as<uint8_t>();
-    p.output_stride = q.output.strides[0];
-    p.scales = q.scales.as<float>();
-    p.scales_stride = q.scales.strides[0];
-    if (mode == cuda::TiledQuantizeMode::kDual) {
-      p.output_t = q.output_t.as<uint8_t>();
-      p.output_t_stride = q.output_t.strides[0];
-      p.scales_t = q.scales_t.as<float>();
-      p.scales_t_stride = q.scales_t.strides[0];
-    }
-    p.k_block_major_scales = q.scale_layout == ScaleLayout::kKBlockMajor;
-    p.pow2_scales = q.scale_format == ScaleFormat::kPow2;
-    p.eps = q.eps;
-    return Check(cuda::LaunchQuantizeTiled(p, s.stream()), "quantize launch");
+    return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
   }
 
   absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s);
-    if (auto* q = std::get_if<QuantizeArgs>(&op)) {
-      if (RunsOnRowKernels(*q)) return LaunchRows(*q, s);
-      cuda::TiledQuantizeMode tiled_mode;
-      if (TiledModeOf(*q, tiled_mode)) return LaunchTiled(*q, tiled_mode, s);
-      const bool blockwise = (q->granularity == QuantGranularity::k1x128 ||
-                              q->granularity == QuantGranularity::k128x128) &&
-                             !q->transpose_output;
-      if (!blockwise) {
-        return absl::UnimplementedError(
-            absl::StrCat("quantize ", GranularityName(q->granularity), " has no cuda kernel"));
-      }
-      cuda::QuantizeParams p;
-      p.input = q->input.data;
-      p.input_stride = q->input.strides[0];
-      p.input_type = InputTypeOf(q->input.dtype);
-      p.output = q->output.as<uint8_t>();
-      p.output_stride = q->output.strides[0];
-      p.format = FormatOf(q->output.dtype);
-      p.scales = q->scales.as<float>();
-      p.scales_stride = q->scales.strides[0];
-      p.m = q->input.shape[0];
-      p.k = q->input.shape[1];
-      p.tile_128x128 = q->granularity == QuantGranularity::k128x128;
-      p.k_block_major_scales = q->scale_layout == ScaleLayout::kKBlockMajor;
-      p.pow2_scales = q->scale_format == ScaleFormat::kPow2;
-      p.eps = q->eps;
-      return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
-    }
+    if (auto* q = std::get_if<QuantizeArgs>(&op)) return LaunchQuantizeOp(*q, s);
     const bool unpad = std::holds_alternative<UnpadArgs>(op);
     if (std::holds_alternative<PadArgs>(op) || unpad) {
       const Tensor& input = unpad ? std::get<UnpadArgs>(op).input : std::get<PadArgs>(op).input;

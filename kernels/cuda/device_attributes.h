@@ -62,6 +62,23 @@ cudaError_t CtasPerSm(int threads, int* ctas) {
   });
 }
 
+// Opts `kKernel` in to `bytes` of dynamic shared memory
+// (cudaFuncAttributeMaxDynamicSharedMemorySize) on the current device, once per device: the
+// attribute belongs to the device, not the process. Each instantiation is opted in with one size
+// only.
+template <auto kKernel>
+cudaError_t OptInSharedMemory(int bytes) {
+  static PerDeviceValue done;
+  int device = 0;
+  const cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  int unused = 0;
+  return done.Get(device, &unused, [bytes](int* v) {
+    *v = 1;
+    return cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  });
+}
+
 }  // namespace cuda
 }  // namespace kd
 

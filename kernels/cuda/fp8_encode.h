@@ -55,7 +55,7 @@ KD_HOST_DEVICE uint8_t EncodeBranchFree(float x) {
 // hardware conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (sm_89+): IEEE round-to-nearest-even,
 // values beyond FP8_MAX (Inf too) saturate to ±FP8_MAX, -0 keeps its sign, as fp8::Encode does.
 // A NaN input gives a NaN code whose sign follows the input, unlike fp8::Encode: callers use
-// this only on blocks without NaN products (finite amax and scale; see quantize_kernels.cuh).
+// this only on blocks without NaN products (finite amax and scale; see quantize_common.cuh).
 // e4m3fnuz has no hardware conversion. Its codes are those of e4m3fn for 2x (the fnuz bias is
 // one more, so every fnuz value is half the fn value of the same code; 2x is exact), except
 //   - |x| <= 2^-11 rounds to zero, written 0x00 (fnuz has no -0): such x is replaced by +0;

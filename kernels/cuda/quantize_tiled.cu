@@ -1,7 +1,7 @@
 // The tiled one-pass FP8 quantizer: the granularities whose blocks run across X's rows, or whose
 // output is Xᵀ, each in one read of X and one write of every output (the recipe and layouts of
 // kernels/cpu/quantize.cc, bit-exact; the scale and encode steps are those of
-// quantize_kernels.cuh):
+// quantize_common.cuh):
 //   1x128 of Y = Xᵀ        amax down each column of a 128x128 tile of X, Y written transposed
 //   128x1 of Y = X         amax down each column of a band of 128 rows, Y written as X
 //   128x1 of Y = Xᵀ        amax along each row of a tile, Y written transposed
@@ -45,14 +45,60 @@
 #include <type_traits>
 
 #include "kerneld/kernels/fp8.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/fp8_encode.h"
-#include "kernels/cuda/quantize_kernels.cuh"
+#include "kernels/cuda/quantize_common.cuh"
+#include "kernels/cuda/quantize_params.h"
 
 namespace kd {
 namespace cuda {
 namespace quant {
 namespace {
+
+// What the tiled kernels take by value: the fields of QuantizeParams they read, in the layout
+// their machine code was built for.
+struct TiledKernelArgs {
+  TiledQuantizeMode mode = TiledQuantizeMode::k128x1;
+  const void* input = nullptr;  // X (m, k)
+  int64_t input_stride = 0;     // elements
+  InputType input_type = InputType::kBF16;
+  int64_t m = 0, k = 0;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  uint8_t* output = nullptr;
+  int64_t output_stride = 0;
+  float* scales = nullptr;
+  int64_t scales_stride = 0;
+  uint8_t* output_t = nullptr;  // kDual only
+  int64_t output_t_stride = 0;
+  float* scales_t = nullptr;  // kDual only
+  int64_t scales_t_stride = 0;
+  bool k_block_major_scales = false;  // k1x128Transposed and kDual
+  bool pow2_scales = false;
+  float eps = 1e-12f;
+};
+
+TiledKernelArgs TiledArgsOf(const QuantizeParams& q) {
+  TiledKernelArgs a;
+  a.mode = q.tiled_mode;
+  a.input = q.input;
+  a.input_stride = q.input_stride;
+  a.input_type = q.input_type;
+  a.m = q.m;
+  a.k = q.k;
+  a.format = q.format;
+  a.output = q.output;
+  a.output_stride = q.output_stride;
+  a.scales = static_cast<float*>(q.scales);
+  a.scales_stride = q.scales_stride;
+  a.output_t = q.output_t;
+  a.output_t_stride = q.output_t_stride;
+  a.scales_t = q.scales_t;
+  a.scales_t_stride = q.scales_t_stride;
+  a.k_block_major_scales = q.k_block_major_scales;
+  a.pow2_scales = q.pow2_scales;
+  a.eps = q.eps;
+  return a;
+}
 
 constexpr int kTileThreads = 256;
 constexpr int kTileWarps = kTileThreads / 32;
@@ -92,15 +138,12 @@ constexpr int TileSharedBytes() {
 }
 
 // CTAs per SM the kernels are compiled for (the register cap of __launch_bounds__).
-// NOTE: measured on H100 (bench/RESULTS.md, branch qtrans2): resident CTAs, not loads per CTA,
-// set the transposed forms' bandwidth. The register kernel holds its tile in registers while the
-// loads are in flight: 64 registers for two-byte inputs, 4 CTAs (4 x 48 KB of shared memory); a
-// persistent variant of it that kept the next tile's loads in flight gained nothing at any shape
-// and lost up to 0.09 of the copy at 2 CTAs per SM, and spilled at 3. The async kernel needs no
-// registers for its loads: 48 registers and 32 KB per CTA give 5 CTAs, +0.02-0.04 of the copy over
-// the register kernel on the transposed forms and the dual pass; at 6 (40 registers) 1x128 of Xᵀ
-// and the dual pass spill and lose, the other forms gain nothing more. 128x1 of Y = X gains nothing
-// (it keeps the register kernel, without a shared-memory stage); f32 tiles are twice as large.
+// NOTE: resident CTAs, not loads per CTA, set the transposed forms' bandwidth. The register kernel
+// holds its tile in registers while the loads are in flight: 64 registers for two-byte inputs, 4
+// CTAs (4 x 48 KB of shared memory). The async kernel needs no registers for its loads: 48
+// registers and 32 KB per CTA give 5 CTAs (+0.02-0.04 of the copy on an H100); at 6 (40
+// registers) 1x128 of Xᵀ and the dual pass spill. 128x1 of Y = X keeps the register kernel,
+// without a shared-memory stage; f32 tiles are twice as large.
 template <InputType kType, bool kAsync>
 constexpr int TileMinBlocks() {
   if constexpr (kAsync) return 5;
@@ -153,28 +196,6 @@ __device__ __forceinline__ void WordElements(const typename TileGeometry<kType>:
   }
 }
 
-// Four codes, packed little-endian: the hardware conversion when `hw` (every product finite),
-// else the exact software encode.
-template <typename F>
-__device__ __forceinline__ uint32_t Encode4(bool hw, float y0, float y1, float y2, float y3) {
-#if defined(KD_HAVE_HW_FP8_CVT)
-  if (hw) return fp8::EncodeFinite4<F>(y0, y1, y2, y3);
-#endif
-  return static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y0)) |
-         (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y1)) << 8) |
-         (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y2)) << 16) |
-         (static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y3)) << 24);
-}
-
-// 16 bytes from global to shared memory by cp.async, the last 16 - src_bytes of them zero
-// (src_bytes 0: all zero, nothing read; `src` must still be a valid, 16-byte aligned address).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* src, int src_bytes) {
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-
 // Byte offset of 16-byte chunk `c` of row `row` in the transposed-code tile: XOR-swizzled by
 // row / 2, so that the 8 threads of a store phase (rows 2i or 2i+1 for 8 consecutive i, one
 // chunk column) and of a load phase (one row, 8 chunks) hit 8 different bank groups.
@@ -186,8 +207,7 @@ __device__ __forceinline__ int OutTileOffset(int row, int c) {
 // chunk's codes per store; `vec_out_t`: Y = Xᵀ allows 16-byte stores.
 template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
 __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
-    QuantizeTiledKernel(TiledQuantizeParams p, int group_k, bool vec_in, bool vec_out,
-                        bool vec_out_t) {
+    QuantizeTiledKernel(TiledKernelArgs p, int group_k, bool vec_in, bool vec_out, bool vec_out_t) {
   using G = TileGeometry<kType>;
   using S = typename G::S;
   using T = ModeTraits<kMode>;
@@ -532,10 +552,9 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
 }
 
 // Column tiles per group of the tile order. The CTAs resident at once read runs of group_k x 128
-// columns of X rows and write runs of (resident CTAs / group_k) x 128 bytes of Y rows. Measured
-// on H100 (bench/RESULTS.md, branch qdual): groups of 4 raise the three transposed forms by
-// 0.01-0.02 of the copy from M = 16384 up (longer runs of Y rows) and lose up to 0.01 at 8192
-// rows; the dual pass, which also writes Y = X by rows, loses 0.04-0.10 with groups.
+// columns of X rows and write runs of (resident CTAs / group_k) x 128 bytes of Y rows: groups of
+// 4 give the transposed forms longer runs of Y rows from M = 16384 up (+0.01-0.02 of the copy on
+// an H100); the dual pass, which also writes Y = X by rows, runs ungrouped.
 template <TiledQuantizeMode kMode>
 int TiledGroupK(int64_t m, int64_t k_tiles) {
   constexpr bool kGrouped = kMode != TiledQuantizeMode::k128x1 && kMode != TiledQuantizeMode::kDual;
@@ -543,7 +562,7 @@ int TiledGroupK(int64_t m, int64_t k_tiles) {
 }
 
 template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
-cudaError_t LaunchTiledKernel(const TiledQuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchTiledKernel(const TiledKernelArgs& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_in = addr(p.input) % 16 == 0 && (p.input_stride * sizeof(S)) % 16 == 0;
@@ -559,9 +578,7 @@ cudaError_t LaunchTiledKernel(const TiledQuantizeParams& p, cudaStream_t stream)
   const auto kernel = QuantizeTiledKernel<kType, F, kMode, kAsync>;
   constexpr int kSmem = TileSharedBytes<kType, kMode, kAsync>();
   if constexpr (kSmem > 0) {
-    // Set on every launch: the attribute belongs to the device the launch goes to.
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    const cudaError_t err = OptInSharedMemory<QuantizeTiledKernel<kType, F, kMode, kAsync>>(kSmem);
     if (err != cudaSuccess) return err;
   }
   const int group_k = TiledGroupK<kMode>(p.m, (p.k + kBlock - 1) / kBlock);
@@ -571,12 +588,11 @@ cudaError_t LaunchTiledKernel(const TiledQuantizeParams& p, cudaStream_t stream)
 }
 
 template <InputType kType, typename F, TiledQuantizeMode kMode>
-cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchTiledMode(const TiledKernelArgs& p, cudaStream_t stream) {
   if constexpr (sizeof(typename Input<kType>::Storage) == 2 && kMode != TiledQuantizeMode::k128x1) {
     // cp.async reads 16 aligned bytes per chunk. NOTE: K a multiple of 8 too, so that no chunk
-    // is cut by K: the zero-filled part of a cut chunk is the one path of the async kernel the
-    // device tests (bench/RESULTS.md, branch qtrans2) did not reach; such K take the register
-    // kernel, as unaligned rows do.
+    // is cut by K (the zero-filled part of a cut chunk is a path the device tests do not reach);
+    // such K take the register kernel, as unaligned rows do.
     if (reinterpret_cast<uintptr_t>(p.input) % 16 == 0 && (p.input_stride * 2) % 16 == 0 &&
         p.k % 8 == 0) {
       return LaunchTiledKernel<kType, F, kMode, true>(p, stream);
@@ -586,7 +602,7 @@ cudaError_t LaunchTiledMode(const TiledQuantizeParams& p, cudaStream_t stream) {
 }
 
 template <InputType kType, typename F>
-cudaError_t LaunchTiledType(const TiledQuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchTiledType(const TiledKernelArgs& p, cudaStream_t stream) {
   switch (p.mode) {
     case TiledQuantizeMode::k1x128Transposed:
       return LaunchTiledMode<kType, F, TiledQuantizeMode::k1x128Transposed>(p, stream);
@@ -603,7 +619,7 @@ cudaError_t LaunchTiledType(const TiledQuantizeParams& p, cudaStream_t stream) {
 }
 
 template <typename F>
-cudaError_t LaunchTiledFormat(const TiledQuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchTiledFormat(const TiledKernelArgs& p, cudaStream_t stream) {
   switch (p.input_type) {
     case InputType::kBF16:
       return LaunchTiledType<InputType::kBF16, F>(p, stream);
@@ -618,7 +634,8 @@ cudaError_t LaunchTiledFormat(const TiledQuantizeParams& p, cudaStream_t stream)
 }  // namespace
 }  // namespace quant
 
-cudaError_t LaunchQuantizeTiled(const TiledQuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchQuantizeTiled(const QuantizeParams& q, cudaStream_t stream) {
+  const quant::TiledKernelArgs p = quant::TiledArgsOf(q);
   if (p.m < 0 || p.k < 0) return cudaErrorInvalidConfiguration;
   if (p.m == 0 || p.k == 0) return cudaSuccess;  // an empty Y: nothing to write
   switch (p.format) {

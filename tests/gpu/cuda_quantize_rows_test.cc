@@ -1,12 +1,11 @@
-// The row- and column-wise quantizers of the CUDA backend (kernels/cuda/quantize_rows.cu: per_row,
-// per_tensor and mx1x32 of Y = X and of Y = Xᵀ, jagged_rowwise, jagged_colwise) against the CPU
-// backend, bit for bit:
-// ragged shapes (M not a multiple of 128, K as small as the recipe allows, rows longer than one
-// CTA holds), strided and unaligned rows, every input and output type, rows with NaN, Inf,
-// zeros, subnormals and values near the input type's maximum, and jagged group ends with empty
-// groups (i32 and i64, contiguous and strided). Outputs start from the same poison on both
-// backends, and the input's row padding holds NaN, so an element written by one backend only, or
-// a read past K, shows.
+// The row- and column-wise quantizers of the CUDA backend (kernels/cuda/quantize_rowcol.cu:
+// per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ, jagged_rowwise, jagged_colwise) against
+// the CPU backend, bit for bit: ragged shapes (M not a multiple of 128, K as small as the recipe
+// allows, rows longer than one CTA holds), strided and unaligned rows, every input and output type,
+// rows with NaN, Inf, zeros, subnormals and values near the input type's maximum, and jagged group
+// ends with empty groups (i32 and i64, contiguous and strided). Outputs start from the same poison
+// on both backends, and the input's row padding holds NaN, so an element written by one backend
+// only, or a read past K, shows.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -1,192 +1,68 @@
-// The blockwise FP8 quantizer, one kernel template for 1x128 and 128x128 blocks of Y = X (the
-// fast path; every other granularity and Y = Xᵀ go through the other quantizers).
-// Included by one .cu file per FP8 format so that the formats compile in parallel. The recipe is
-// exactly that of kernels/cpu/quantize.cc (bit-exact):
-//   amax   = max |x| over the block, NaN if any element is NaN
-//   scale  = FP8_MAX / max(amax, eps)          IEEE division (__fdiv_rn)
-//   scale  = 2^floor(log2(scale))              pow2 scales only
-//   code   = fp8::Encode(x * scale)            IEEE product (__fmul_rn), saturating RNE, computed
-//                                              by the hardware conversion (fp8::EncodeFinite4)
-//                                              where every product of the block is finite, else
-//                                              by fp8::EncodeBranchFree (both give fp8::Encode's
-//                                              byte, see fp8_encode.h)
-//   stored = 1 / scale                         IEEE division
-// A NaN amax stores the quiet NaN 0x7fc00000, the NaN the CPU reference's arithmetic carries.
-#ifndef KERNELD_KERNELS_CUDA_QUANTIZE_KERNELS_CUH_
-#define KERNELD_KERNELS_CUDA_QUANTIZE_KERNELS_CUH_
+// The blockwise quantizer: 1x128 and 128x128 blocks of Y = X, one kernel template (the fast path;
+// every other granularity and Y = Xᵀ go through the tiled and row/column families). Included by
+// one .cu file per FP8 format (quantize_blockwise_<format>.cu) so that the formats compile in
+// parallel.
+#ifndef KERNELD_KERNELS_CUDA_QUANTIZE_BLOCKWISE_CUH_
+#define KERNELD_KERNELS_CUDA_QUANTIZE_BLOCKWISE_CUH_
 
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
 
-#include "kerneld/kernels/fp8.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/fp8_encode.h"
+#include "kernels/cuda/quantize_common.cuh"
+#include "kernels/cuda/quantize_params.h"
 
 namespace kd {
 namespace cuda {
 namespace quant {
 
-constexpr int kBlock = 128;  // the quantization block edge
-constexpr uint32_t kQuietNanBits = 0x7FC00000u;
-constexpr uint32_t kInfBits = 0x7F800000u;
-
-// Element access for the three input types: a 16-byte chunk holds kVec elements.
-template <InputType kType>
-struct Input;
-template <>
-struct Input<InputType::kBF16> {
-  using Storage = uint16_t;
-  static __device__ __forceinline__ float ToFloat(Storage v) { return fp8::BF16ToFloat(v); }
-};
-template <>
-struct Input<InputType::kF16> {
-  using Storage = uint16_t;
-  // The hardware conversion is exact for every finite value and Inf; a NaN stays a NaN, which
-  // is all the recipe looks at.
-  static __device__ __forceinline__ float ToFloat(Storage v) {
-    return __half2float(__ushort_as_half(v));
-  }
-};
-template <>
-struct Input<InputType::kF32> {
-  using Storage = uint32_t;
-  static __device__ __forceinline__ float ToFloat(Storage v) { return fp8::BitsToFloat(v); }
+// What the blockwise kernel takes by value: the fields of QuantizeParams it reads, in the layout
+// its machine code was built for.
+struct BlockwiseKernelArgs {
+  const void* input = nullptr;  // (m, k)
+  int64_t input_stride = 0;
+  InputType input_type = InputType::kBF16;
+  uint8_t* output = nullptr;  // (m, k)
+  int64_t output_stride = 0;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  float* scales = nullptr;  // (m, k/128) or (k/128, m) [1x128]; (ceil(m/128), k/128) [128x128]
+  int64_t scales_stride = 0;
+  int64_t m = 0;
+  int64_t k = 0;              // a multiple of 128
+  bool tile_128x128 = false;  // false: 1x128 blocks
+  bool k_block_major_scales = false;
+  bool pow2_scales = false;
+  float eps = 1e-12f;
 };
 
-template <InputType kType>
-__device__ __forceinline__ float ChunkElement(const uint4& chunk, int i) {
-  using S = typename Input<kType>::Storage;
-  const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-  if constexpr (sizeof(S) == 4) {
-    return Input<kType>::ToFloat(words[i]);
-  } else if constexpr (kType == InputType::kBF16) {
-    const uint32_t w = words[i / 2];
-    return fp8::BitsToFloat(i % 2 == 0 ? w << 16 : w & 0xFFFF0000u);
-  } else {
-    return Input<kType>::ToFloat(static_cast<S>(words[i / 2] >> (16 * (i % 2))));
-  }
-}
-
-// max |x| bit pattern of a 16-byte chunk (|x| bits compare as unsigned: NaN above Inf above
-// every finite value), as the bits of the fp32 |x|. Two-byte inputs take the maximum of two
-// halves at a time (max.u16x2, sm_90).
-__device__ __forceinline__ uint32_t MaxU16x2(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t r;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-#else
-  return max(a & 0xFFFFu, b & 0xFFFFu) | (max(a >> 16, b >> 16) << 16);
-#endif
-}
-template <InputType kType>
-__device__ __forceinline__ uint32_t ChunkAbsMaxBits(const uint4& c) {
-  if constexpr (kType == InputType::kF32) {
-    return max(max(c.x & 0x7FFFFFFFu, c.y & 0x7FFFFFFFu),
-               max(c.z & 0x7FFFFFFFu, c.w & 0x7FFFFFFFu));
-  } else {
-    constexpr uint32_t kAbs = 0x7FFF7FFFu;
-    const uint32_t m2 =
-        MaxU16x2(MaxU16x2(c.x & kAbs, c.y & kAbs), MaxU16x2(c.z & kAbs, c.w & kAbs));
-    const uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
-    if constexpr (kType == InputType::kBF16) {
-      return m << 16;
-    } else {
-      return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(m))));
-    }
-  }
-}
-
-// The two scales of a block from the bits of its amax (|x| bits, so NaN compares highest).
-// `finite`: amax and scale are finite, so every product x * quant is finite and the hardware
-// conversion gives fp8::Encode's bytes; else (an Inf or NaN in the block, or an eps so small
-// that the scale overflows) the block takes the exact software encode.
-struct BlockScale {
-  float quant;
-  float stored;
-  bool finite;
-};
-__device__ __forceinline__ BlockScale ComputeScale(uint32_t amax_bits, float fp8_max, float eps,
-                                                   bool pow2) {
-  if (amax_bits > kInfBits) {
-    const float nan = fp8::BitsToFloat(kQuietNanBits);
-    return {nan, nan, false};
-  }
-  const float amax = fp8::BitsToFloat(amax_bits);
-  const float clamped = amax < eps ? eps : amax;
-  float scale = __fdiv_rn(fp8_max, clamped);
-  if (pow2) scale = fp8::RoundDownPow2(scale);
-  const bool finite = amax_bits < kInfBits && (fp8::FloatBits(scale) & kInfBits) != kInfBits;
-  return {scale, __fdiv_rn(1.0f, scale), finite};
-}
-
-template <int kWidth>
-__device__ __forceinline__ uint32_t GroupMax(uint32_t v) {
-#pragma unroll
-  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
-    v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset, kWidth));
-  }
-  return v;
-}
-
-// n / d for 32-bit n and d >= 1 by a multiply-high and one correction step (the magic is
-// floor(2^32 / d), 2^32 - 1 for d = 1; the estimate is the quotient or one less).
-struct FastDivU32 {
-  uint32_t d;
-  uint32_t magic;
-};
-inline FastDivU32 MakeFastDiv(uint32_t d) {
-  return {d, d == 1 ? 0xFFFFFFFFu : static_cast<uint32_t>((uint64_t{1} << 32) / d)};
-}
-__device__ __forceinline__ uint32_t Div(uint32_t n, FastDivU32 f) {
-  uint32_t q = __umulhi(n, f.magic);
-  if (n - q * f.d >= f.d) ++q;
-  return q;
-}
-
-// The codes of one 16-byte chunk of inputs (kVec elements, kVec / 4 words, first element in the
-// low byte) at scale `quant`; `finite`: every product of the chunk's block is finite, so the
-// hardware conversion gives fp8::Encode's bytes (see the file comment).
-template <InputType kType, typename F>
-__device__ __forceinline__ void EncodeChunk(
-    const uint4& raw, float quant, bool finite,
-    uint32_t (&words)[16 / sizeof(typename Input<kType>::Storage) / 4]) {
-  constexpr int kVec = 16 / sizeof(typename Input<kType>::Storage);
-  float y[kVec];
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) y[i] = __fmul_rn(ChunkElement<kType>(raw, i), quant);
-#if defined(KD_HAVE_HW_FP8_CVT)
-  if (finite) {
-#pragma unroll
-    for (int w = 0; w < kVec / 4; ++w) {
-      words[w] = fp8::EncodeFinite4<F>(y[4 * w], y[4 * w + 1], y[4 * w + 2], y[4 * w + 3]);
-    }
-    return;
-  }
-#endif
-#pragma unroll
-  for (int w = 0; w < kVec / 4; ++w) {
-    words[w] = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      words[w] |= static_cast<uint32_t>(fp8::EncodeBranchFree<F>(y[4 * w + i])) << (8 * i);
-    }
-  }
+inline BlockwiseKernelArgs BlockwiseArgsOf(const QuantizeParams& q) {
+  BlockwiseKernelArgs a;
+  a.input = q.input;
+  a.input_stride = q.input_stride;
+  a.input_type = q.input_type;
+  a.output = q.output;
+  a.output_stride = q.output_stride;
+  a.format = q.format;
+  a.scales = static_cast<float*>(q.scales);
+  a.scales_stride = q.scales_stride;
+  a.m = q.m;
+  a.k = q.k;
+  a.tile_128x128 = q.tile_128x128;
+  a.k_block_major_scales = q.k_block_major_scales;
+  a.pow2_scales = q.pow2_scales;
+  a.eps = q.eps;
+  return a;
 }
 
 // Launch shape of the blockwise kernel. A work item is kItemBlocks 1x128 blocks that follow each
 // other in row-major order (8 KB of two-byte inputs), or one 128x128 tile; one CTA per item.
 // Thread t holds kChunks 16-byte chunks of its item: chunk u is column t % kLanes of item row
 // u * kRowsPerPass + t / kLanes (an item row is a block for 1x128, a tile row for 128x128).
-// NOTE: measured on H100 (bench/RESULTS.md, "CUDA quantize and pad"): one small item per CTA
-// and a grid of every item in row-major order beat a persistent grid of resident CTAs walking
-// items with the next item's loads in flight (ranges or round-robin, one or two register sets)
-// by 0.04-0.11 of the copy bandwidth at every shape. Other CTA sizes and chunk counts came within
-// 0.03 where registers allowed 1024+ resident threads per SM; these keep 1536 (1x128) and 1024
-// (128x128) resident without spills.
+// NOTE: one small item per CTA and a grid of every item in row-major order runs 0.04-0.11 of the
+// copy bandwidth faster on an H100 than a persistent grid walking items with the next item's
+// loads in flight; these sizes keep 1536 (1x128) and 1024 (128x128) threads resident per SM
+// without spills (docs/decisions/, quantize kernel families).
 template <InputType kType, bool kTile128>
 struct Geometry {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(typename Input<kType>::Storage));
@@ -208,7 +84,7 @@ struct Geometry {
 template <InputType kType, typename F, bool kTile128, bool kDense>
 __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
                                   Geometry<kType, kTile128>::kMinBlocksPerSm)
-    QuantizeBlockwiseKernel(QuantizeParams p, FastDivU32 kb, uint32_t units, bool vec_in,
+    QuantizeBlockwiseKernel(BlockwiseKernelArgs p, FastDivU32 kb, uint32_t units, bool vec_in,
                             bool vec_out) {
   using G = Geometry<kType, kTile128>;
   using S = typename Input<kType>::Storage;
@@ -343,7 +219,7 @@ __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
 }
 
 template <InputType kType, typename F, bool kTile128>
-cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchQuantizeVariant(const BlockwiseKernelArgs& p, cudaStream_t stream) {
   using G = Geometry<kType, kTile128>;
   using S = typename Input<kType>::Storage;
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
@@ -370,8 +246,10 @@ cudaError_t LaunchQuantizeVariant(const QuantizeParams& p, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
+// The blockwise family for outputs of format F (instantiated by quantize_blockwise_<format>.cu).
 template <typename F>
-cudaError_t LaunchQuantizeFormat(const QuantizeParams& p, cudaStream_t stream) {
+cudaError_t LaunchBlockwiseFormat(const QuantizeParams& q, cudaStream_t stream) {
+  const BlockwiseKernelArgs p = BlockwiseArgsOf(q);
   auto by_type = [&](auto tile128) -> cudaError_t {
     constexpr bool kTile128 = decltype(tile128)::value;
     switch (p.input_type) {
@@ -391,4 +269,4 @@ cudaError_t LaunchQuantizeFormat(const QuantizeParams& p, cudaStream_t stream) {
 }  // namespace cuda
 }  // namespace kd
 
-#endif  // KERNELD_KERNELS_CUDA_QUANTIZE_KERNELS_CUH_
+#endif  // KERNELD_KERNELS_CUDA_QUANTIZE_BLOCKWISE_CUH_

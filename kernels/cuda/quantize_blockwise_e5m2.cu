@@ -1,11 +1,11 @@
 // The blockwise quantizer instantiated for e5m2 outputs (one file per format: parallel builds).
-#include "kernels/cuda/quantize_kernels.cuh"
+#include "kernels/cuda/quantize_blockwise.cuh"
 
 namespace kd {
 namespace cuda {
 namespace quant {
 
-template cudaError_t LaunchQuantizeFormat<fp8::E5M2>(const QuantizeParams&, cudaStream_t);
+template cudaError_t LaunchBlockwiseFormat<fp8::E5M2>(const QuantizeParams&, cudaStream_t);
 
 }  // namespace quant
 }  // namespace cuda

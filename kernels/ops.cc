@@ -11,10 +11,15 @@ namespace kd {
 namespace internal {
 
 absl::Status CheckTensor(const Tensor& t, absl::string_view field, int rank,
-                         std::initializer_list<DType> dtypes) {
+                         std::initializer_list<DType> dtypes, Layout layout) {
   if (!t.present()) return Invalid(field, " is required");
   if (t.rank != rank) {
     return Invalid(field, ".shape ", t.ShapeString(), " has rank ", t.rank, "; must be ", rank);
+  }
+  const bool transposed = layout == Layout::kOrTransposed2d && rank == 2 && t.strides[0] == 1;
+  if (t.strides[rank - 1] != 1 && !transposed) {
+    return Invalid(field, ".strides[", rank - 1, "]=", t.strides[rank - 1],
+                   " must be 1 (the innermost dimension is contiguous)");
   }
   if (dtypes.size() == 0) return absl::OkStatus();
   for (DType d : dtypes) {

@@ -17,9 +17,15 @@ absl::Status Invalid(Parts&&... parts) {
   return absl::InvalidArgumentError(absl::StrCat(std::forward<Parts>(parts)...));
 }
 
-// `field` is present, of rank `rank`, and of one of `dtypes` (any dtype when empty).
+// How a field may lie in memory: its innermost dimension contiguous (every field), or, for a 2-D
+// field that says so, also transposed (strides (1, ld): GEMM's K-block-major 1x128 scales).
+enum class Layout { kInnermostContiguous, kOrTransposed2d };
+
+// `field` is present, of rank `rank`, of one of `dtypes` (any dtype when empty) and laid out as
+// `layout` allows.
 absl::Status CheckTensor(const Tensor& t, absl::string_view field, int rank,
-                         std::initializer_list<DType> dtypes);
+                         std::initializer_list<DType> dtypes,
+                         Layout layout = Layout::kInnermostContiguous);
 // `field` has exactly `expected` as shape.
 absl::Status CheckShape(const Tensor& t, absl::string_view field,
                         std::initializer_list<int64_t> expected);

@@ -39,7 +39,14 @@ absl::StatusOr<Tensor> BindTensor(const TensorDesc& desc, void* base, uint64_t b
     if (desc.shape[i] < 1) return invalid("shape[", i, "]=", desc.shape[i], " must be >= 1");
     t.shape[i] = desc.shape[i];
   }
-  if (desc.strides_given) {
+  // A 2-D view whose dimensions are transposed in memory (strides (1, ld), ld >= shape[0]): how a
+  // client names a K-block-major scale tensor as the (rows, blocks) view a GEMM takes. Which
+  // fields accept it is the op's rule (Validate); here it only has to stay in bounds.
+  const bool transposed_2d = desc.strides_given && desc.rank == 2 && desc.strides[0] == 1 &&
+                             desc.strides[1] != 1 && desc.strides[1] >= desc.shape[0];
+  if (transposed_2d) {
+    for (int i = 0; i < 2; ++i) t.strides[i] = desc.strides[i];
+  } else if (desc.strides_given) {
     if (desc.strides[desc.rank - 1] != 1) {
       return invalid("strides[", desc.rank - 1, "]=", desc.strides[desc.rank - 1],
                      " must be 1 (the innermost dimension is contiguous)");

@@ -9,6 +9,9 @@
 //   K-grouped   a (M,T) [a_scales (M,T/128)]  b (N,T) [b_scales (N,T/128)]
 //               group_ends (E)  d (E,M,N); T a multiple of 128
 // (the proto names these dimensions after the layer: for NN, a = dY (M,N) and b = W (N,K)).
+// The 1x128 scales (a_scales of every variant, b_scales of TN and K-grouped) are row-major or
+// K-block-major: the (R/128, rows) tensor Quantize writes with SCALE_LAYOUT_K_BLOCK_MAJOR, named as
+// the (rows, R/128) view with strides (1, ld), ld >= rows.
 // Group end values live in memory a validator may not read (device memory): the backend reads
 // them, copies them and checks them with CheckGroupEnds (and, for K-grouped, that each end is a
 // multiple of 128) before use.
@@ -32,6 +35,19 @@ bool IsGrouped(GemmVariant v) {
   return v == GemmVariant::kMGroupedNT || v == GemmVariant::kKGroupedTN;
 }
 
+// Whether b_scales are 1x128 (per row of B) rather than 128x128 blocks.
+bool PerRowBScales(GemmVariant v) { return v == GemmVariant::kTN || v == GemmVariant::kKGroupedTN; }
+
+// A 1x128 scale tensor that CheckTensor let through transposed: each K block's row of scales
+// must not overlap the next.
+absl::Status CheckKBlockMajorScales(const Tensor& t, absl::string_view field) {
+  if (t.strides[1] == 1 || t.strides[0] != 1 || t.strides[1] >= t.shape[0]) {
+    return absl::OkStatus();
+  }
+  return Invalid(field, ".strides[1]=", t.strides[1], " must be >= shape[0]=", t.shape[0],
+                 " (K-block-major scales: one row of ", t.shape[0], " scales per K block)");
+}
+
 }  // namespace
 
 absl::Status ValidateGemm(const GemmArgs& a) {
@@ -52,8 +68,13 @@ absl::Status ValidateGemm(const GemmArgs& a) {
   KD_RETURN_IF_ERROR(CheckTensor(a.a, "a", 2, kFp8));
   KD_RETURN_IF_ERROR(CheckTensor(a.b, "b", b_rank, kFp8));
   KD_RETURN_IF_ERROR(CheckTensor(a.d, "d", d_rank, {DType::kBF16, DType::kF32}));
-  KD_RETURN_IF_ERROR(CheckTensor(a.a_scales, "a_scales", 2, {DType::kF32}));
-  KD_RETURN_IF_ERROR(CheckTensor(a.b_scales, "b_scales", b_rank, {DType::kF32}));
+  KD_RETURN_IF_ERROR(
+      CheckTensor(a.a_scales, "a_scales", 2, {DType::kF32}, Layout::kOrTransposed2d));
+  KD_RETURN_IF_ERROR(CheckKBlockMajorScales(a.a_scales, "a_scales"));
+  KD_RETURN_IF_ERROR(
+      CheckTensor(a.b_scales, "b_scales", b_rank, {DType::kF32},
+                  PerRowBScales(v) ? Layout::kOrTransposed2d : Layout::kInnermostContiguous));
+  if (PerRowBScales(v)) KD_RETURN_IF_ERROR(CheckKBlockMajorScales(a.b_scales, "b_scales"));
   if ((a.a.dtype == DType::kE4M3FNUZ) != (a.b.dtype == DType::kE4M3FNUZ)) {
     return Invalid("a.dtype=", DTypeName(a.a.dtype), " and b.dtype=", DTypeName(a.b.dtype),
                    " mix an fnuz format with an OCP one");

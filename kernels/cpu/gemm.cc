@@ -3,7 +3,8 @@
 // added to an fp32 accumulator, as the GPU kernels "promote" each block out of the tensor core.
 //
 // Every variant is reduced to one "NT" core: rows of A and rows of B, both contiguous along the
-// reduction, with the scales of block kb looked up per variant. NN decodes W transposed; TN and
+// reduction, with the scales of block kb looked up per variant through the scale tensors' strides
+// (so 1x128 scales may be row-major or K-block-major). NN decodes W transposed; TN and
 // K-grouped TN are already stored that way; M-grouped runs the core once per group.
 #include <algorithm>
 #include <array>
@@ -126,11 +127,12 @@ void RunNt(const NtProblem& p, ThreadPool& pool) {
 
 const uint8_t* Bytes(const Tensor& t) { return t.as<const uint8_t>(); }
 
-// Rows (i, kb) -> a_scales[i][kb] for a row-major 2-D scale tensor.
+// (i, kb) -> a_scales(i, kb) for a 1x128 scale tensor, row-major or K-block-major (strides
+// (1, ld)): both are read through the view's strides.
 void SetRowScalesA(NtProblem& p, const Tensor& s) {
   p.a_scales = s.as<const float>();
   p.a_row = s.strides[0];
-  p.a_col = 1;
+  p.a_col = s.strides[1];
 }
 
 absl::Status GemmNt(const GemmArgs& g, ThreadPool& pool, int64_t b_group,
@@ -148,7 +150,7 @@ absl::Status GemmNt(const GemmArgs& g, ThreadPool& pool, int64_t b_group,
   SetRowScalesA(p, g.a_scales);
   p.b_scales = g.b_scales.as<const float>();
   p.b_row = g.b_scales.strides[0];
-  p.b_col = 1;
+  p.b_col = g.b_scales.strides[1];  // TN's 1x128 b_scales may be K-block-major too
   p.b_group = b_group;
   p.d = g.d.data;
   p.d_row = g.d.strides[0];
@@ -206,9 +208,8 @@ absl::Status GemmMGroupedNt(const GemmArgs& g, ThreadPool& pool, const CpuGemmCo
       p.m = rows;
       p.n = n;
       p.kb_end = k / kQuantBlock;
-      p.a_scales = g.a_scales.as<const float>() + begin * g.a_scales.strides[0];
-      p.a_row = g.a_scales.strides[0];
-      p.a_col = 1;
+      SetRowScalesA(p, g.a_scales);
+      p.a_scales += begin * g.a_scales.strides[0];
       p.b_scales = g.b_scales.as<const float>() + e * g.b_scales.strides[0];
       p.b_row = g.b_scales.strides[1];
       p.b_col = 1;
@@ -257,7 +258,7 @@ absl::Status GemmKGroupedTn(const GemmArgs& g, ThreadPool& pool, const CpuGemmCo
     SetRowScalesA(p, g.a_scales);
     p.b_scales = g.b_scales.as<const float>();
     p.b_row = g.b_scales.strides[0];
-    p.b_col = 1;
+    p.b_col = g.b_scales.strides[1];
     p.b_group = 1;
     p.d = static_cast<char*>(g.d.data) + e * g.d.strides[0] * dsize;
     p.d_row = g.d.strides[1];

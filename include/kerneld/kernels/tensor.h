@@ -64,8 +64,10 @@ struct Tensor {
 // Checks `desc` against a buffer of `buffer_size` bytes starting at `base` and returns the bound
 // tensor. Rules (each failure is INVALID_ARGUMENT naming `field`): a known dtype; rank 1..4; every
 // dimension >= 1; strides, when given, one per dimension with the last equal to 1 and each outer
-// stride at least the extent of the dimensions inside it (no self-overlap); byte_offset a
-// multiple of the element size; byte_offset + extent <= buffer_size, computed without overflow.
+// stride at least the extent of the dimensions inside it (no self-overlap), or, for rank 2, the
+// transposed view (1, ld) with ld >= shape[0] (a column-major matrix, which only the fields whose
+// op says so accept: Validate refuses it elsewhere); byte_offset a multiple of the element size;
+// byte_offset + extent <= buffer_size, computed without overflow.
 absl::StatusOr<Tensor> BindTensor(const TensorDesc& desc, void* base, uint64_t buffer_size,
                                   DeviceLoc loc, absl::string_view field);
 

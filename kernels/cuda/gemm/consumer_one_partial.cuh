@@ -38,12 +38,15 @@ namespace cuda_gemm {
 
 // A one-partial loop's per-thread frame (ConsumerLoopOnePartial): this warpgroup's consumer index,
 // its thread's shared-memory addresses of the A tile and of its rows' and columns' scales, and its
-// epilogue buffer.
-template <int kBlockM, int kBlockN, int kStages, int kRowFloats, bool kPerRowB>
+// epilogue buffer. kAKBlockMajor: the A scales arrive in K-block-major boxes (ScaleLoad).
+template <int kBlockM, int kBlockN, int kStages, int kRowFloats, bool kPerRowB,
+          bool kAKBlockMajor = false>
 struct OnePartialFrame {
   using L = SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>;
   // Per-row B scales (TN, K-grouped) are always copied with cp.async, in rows of one float.
   static constexpr int kRow = kPerRowB ? 1 : L::kScaleRow;
+  // Floats between the A scales of consecutive tile rows.
+  static constexpr int kRowA = kAKBlockMajor ? 1 : kRow;
   int consumer, tid;
   uint32_t base, a_base, sa_base, sb_base;
   EpiState epi;
@@ -57,7 +60,7 @@ struct OnePartialFrame {
     const int lane = static_cast<int>(pin(tid % 32));
     base = SmemAddr(smem);
     a_base = base + L::kA + consumer * 64 * kBlockK;
-    sa_base = Opaque(base + L::kScaleA + 4 * kRow * (consumer * 64 + (tid / 32) * 16 + lane / 4));
+    sa_base = Opaque(base + L::kScaleA + 4 * kRowA * (consumer * 64 + (tid / 32) * 16 + lane / 4));
     sb_base = pin(base + L::kScaleB + (kPerRowB ? 4 * 2 * (lane % 4) : 0));
     epi.buf = base + L::kEpi + consumer * L::kEpiBuffers * kEpiBytes;
     epi.map_d = map_d;
@@ -74,7 +77,8 @@ struct OnePartialFrame {
 // NOTE: ptxas sets the yield hint on about every other promotion FFMA here; those warp switches
 // during the promotion are what let the other warpgroups issue (docs/decisions/, scheduling
 // hints).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB,
+          bool kAKBlockMajor = false>
 __device__ __forceinline__ void ConsumerLoopOnePartial(
     const KernelParams& p, const Scheduler<kBlockM, kBlockN, kCluster>& sched, int first_work,
     int work_stride, uint8_t* smem, uint32_t rank, const CUtensorMap* map_d) {
@@ -82,8 +86,9 @@ __device__ __forceinline__ void ConsumerLoopOnePartial(
   constexpr int kAcc = kBlockN / 2;
   constexpr int kWide = kBlockN > 128;
   static_assert(kBlockN == 128 || kBlockN == 192, "one-partial tiles: 128 or 192 columns");
-  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, kPerRowB>;
+  using F = OnePartialFrame<kBlockM, kBlockN, kStages, kRowFloats, kPerRowB, kAKBlockMajor>;
   constexpr int kRow = F::kRow;
+  constexpr int kRowA = F::kRowA;
   const F f(smem, map_d);
   const int consumer = f.consumer, tid = f.tid;
   const uint32_t base = f.base, a_base = f.a_base, sa_base = f.sa_base, sb_base = f.sb_base;
@@ -120,13 +125,16 @@ __device__ __forceinline__ void ConsumerLoopOnePartial(
         NextScaleSlot<kStages>(scale_slot, col / 4, b == 0);
         slot = scale_slot;
       }
-      const uint32_t sa = sa_base + slot * L::kScaleABytes + col;
+      // A K-block-major box holds column kb % 4 as kBlockM consecutive floats.
+      uint32_t col_a = col;
+      if constexpr (kAKBlockMajor) col_a = col * kBlockM;
+      const uint32_t sa = sa_base + slot * L::kScaleABytes + col_a;
       const uint32_t sb = sb_base + slot * L::kScaleBBytes + col;
       IssueBlock<kBlockN>(part, a_base + cur * L::kTileABytes, base + L::kB + cur * L::kTileBBytes);
       tr.Mark(4);
       Advance<kStages>(stage, phase);
       if constexpr (kPerRowB || !kWide) {
-        const BlockScales sc = LoadScales<kPerRowB, kRow>(sa, sb);
+        const BlockScales sc = LoadScales<kPerRowB, kRow, kRowA>(sa, sb);
         if (b + 1 < blocks) BarrierWait(base + L::kFull + 8 * stage, phase);
         tr.Mark(3);
         WgmmaWait<0>();
@@ -134,7 +142,7 @@ __device__ __forceinline__ void ConsumerLoopOnePartial(
         Promote<kBlockN, kPerRowB>(acc, part, sc, sb);
         ReleaseStage<kCluster>(base + L::kEmpty + 8 * cur, rank);
       } else {
-        const WideScales sc = LoadWideScales<kRow>(sa, sb);
+        const WideScales sc = LoadWideScales<kRow, kRowA>(sa, sb);
         if (b + 1 < blocks) BarrierWait(base + L::kFull + 8 * stage, phase);
         tr.Mark(3);
         WgmmaWait<0>();

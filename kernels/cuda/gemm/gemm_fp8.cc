@@ -16,6 +16,7 @@
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
+#include "kernels/cuda/gemm/transpose_scales.h"
 
 namespace kd {
 
@@ -79,10 +80,16 @@ absl::StatusOr<CUtensorMap> MakeOperandMap(const Tensor& t, absl::string_view fi
   return map;
 }
 
-// Whether TMA can read scale tensor `t` (f32, innermost stride 1): its base and the byte
-// strides of its outer dimensions multiples of 16.
+// Whether `t`, a 1x128 scale tensor (rows, K/128), is K-block-major: the (K/128, rows) tensor
+// Quantize writes with SCALE_LAYOUT_K_BLOCK_MAJOR, named with strides (1, ld). (One K block is
+// read as row-major with row stride 1.)
+bool KBlockMajor(const Tensor& t) { return t.rank == 2 && t.shape[1] > 1 && t.strides[1] != 1; }
+
+// Whether TMA can read scale tensor `t` (f32): its base and the byte strides of its outer
+// dimensions (for K-block-major scales, of its K blocks) multiples of 16.
 bool TmaReadableScales(const Tensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  if (KBlockMajor(t)) return t.strides[1] * static_cast<int64_t>(sizeof(float)) % 16 == 0;
   for (int i = 0; i + 1 < t.rank; ++i) {
     if (t.strides[i] * static_cast<int64_t>(sizeof(float)) % 16 != 0) return false;
   }
@@ -90,20 +97,22 @@ bool TmaReadableScales(const Tensor& t) {
 }
 
 // A scale tensor (rows, K/128) as a TMA map: fp32, boxes of kScaleBoxCols columns x `box_rows`
-// rows, no swizzle, out-of-bounds cells zero. False when the driver refuses it (the kernel then
-// copies the scales with cp.async).
+// rows (K-block-major: `box_rows` rows x kScaleBoxCols K blocks, rows innermost), no swizzle,
+// out-of-bounds cells zero. False when the driver refuses it (the kernel then copies the scales
+// with cp.async).
 bool MakeScaleMap(const Tensor& t, int box_rows, CUtensorMap* map) {
   const EncodeTiledFn encode = EncodeTiled();
   if (encode == nullptr || !TmaReadableScales(t) || t.rank != 2) return false;
   constexpr int rank = 2;
-  cuuint64_t dims[2], strides[1];
-  cuuint32_t box[2] = {static_cast<cuuint32_t>(cuda_gemm::kScaleBoxCols),
-                       static_cast<cuuint32_t>(box_rows)};
-  cuuint32_t elem_strides[2] = {1, 1};
-  for (int i = 0; i < rank; ++i) dims[i] = static_cast<cuuint64_t>(t.shape[rank - 1 - i]);
-  for (int i = 0; i + 1 < rank; ++i) {
-    strides[i] = static_cast<cuuint64_t>(t.strides[rank - 2 - i]) * sizeof(float);
-  }
+  const bool k_block_major = KBlockMajor(t);
+  const int inner = k_block_major ? 0 : 1;  // the dimension contiguous in memory
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(t.shape[inner]),
+                              static_cast<cuuint64_t>(t.shape[1 - inner])};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(t.strides[1 - inner]) * sizeof(float)};
+  const cuuint32_t box[2] = {
+      static_cast<cuuint32_t>(k_block_major ? box_rows : cuda_gemm::kScaleBoxCols),
+      static_cast<cuuint32_t>(k_block_major ? cuda_gemm::kScaleBoxCols : box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, t.data, dims, strides, box,
                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                 CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -155,6 +164,35 @@ absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
   }
   return absl::OkStatus();
 }
+
+// Device scratch a launch allocates itself when its caller gave none: cudaMallocAsync on the
+// launch's stream, freed on it when the launch's work has been enqueued (stream order keeps it
+// alive for that work).
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(cudaStream_t stream) : stream_(stream) {}
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+  }
+  // RESOURCE_EXHAUSTED when the memory cannot be had, INTERNAL for another CUDA error.
+  absl::Status Allocate(uint64_t bytes, absl::string_view what) {
+    const cudaError_t err = cudaMallocAsync(&ptr_, bytes, stream_);
+    if (err == cudaSuccess) return absl::OkStatus();
+    ptr_ = nullptr;
+    cudaGetLastError();
+    const std::string message =
+        absl::StrCat("gemm: scratch for ", what, " (", bytes, " bytes): ", cudaGetErrorString(err));
+    if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
+    return absl::InternalError(message);
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+};
 
 absl::Status CheckInt32(int64_t v, absl::string_view what) {
   if (v > INT32_MAX) return Invalid(what, "=", v, " exceeds the kernel's 32-bit index range");
@@ -212,15 +250,51 @@ bool GemmFp8StoresByTma(const GemmArgs& args, const GemmConfig& config) {
   return tiles > ctas;
 }
 
+namespace {
+
+// Whether `v` takes 1x128 b_scales (per row of B), which may be K-block-major like a_scales.
+bool PerRowBScales(GemmVariant v) { return v == GemmVariant::kTN || v == GemmVariant::kKGroupedTN; }
+
+uint64_t RoundUp256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Bytes of a row-major copy of 1x128 scale tensor `t` (rows, K/128).
+uint64_t ScaleCopyBytesOf(const Tensor& t) {
+  return RoundUp256(static_cast<uint64_t>(t.shape[0]) * t.shape[1] * sizeof(float));
+}
+
+// Whether TMA can load `args`' scales (NT args; the TMA-scale tile in clusters of 2): where a
+// K-block-major a_scales is not TMA-readable, the launch loads its row-major copy (contiguous and
+// 256-byte aligned in scratch) instead.
+bool TmaLoadsScalesOf(const GemmArgs& nt, const GemmConfig& config) {
+  const bool a_ok = TmaReadableScales(nt.a_scales) ||
+                    (KBlockMajor(nt.a_scales) &&
+                     nt.a_scales.shape[1] * static_cast<int64_t>(sizeof(float)) % 16 == 0);
+  return nt.variant == GemmVariant::kNT && config.cluster == 2 && CheckGemmConfig(config).ok() &&
+         cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) && a_ok &&
+         TmaReadableScales(nt.b_scales);
+}
+
+}  // namespace
+
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config) {
-  const GemmArgs nt = args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args;
-  const bool dense_nt = args.variant == GemmVariant::kNT || args.variant == GemmVariant::kNN;
-  return dense_nt && config.cluster == 2 && CheckGemmConfig(config).ok() &&
-         cuda_gemm::GemmFp8TmaScales(config.block_m, config.block_n, config.stages) &&
-         TmaReadableScales(nt.a_scales) && TmaReadableScales(nt.b_scales);
+  return TmaLoadsScalesOf(
+      args.variant == GemmVariant::kNN ? NnAsNtArgs(args, nullptr, nullptr) : args, config);
 }
 
 namespace {
+
+// Row-major copies of the K-block-major 1x128 scales of `args` (NT, TN or grouped args: NN's are
+// its NT problem's), each 256-byte aligned, a_scales' first: the room a launch may need to give its
+// cp.async scale copies the layout they read. Reserved whether or not the launch reads them
+// natively, so that the scratch layout depends on the shapes alone.
+uint64_t ScaleCopyBytes(const GemmArgs& args) {
+  uint64_t bytes = 0;
+  if (KBlockMajor(args.a_scales)) bytes += ScaleCopyBytesOf(args.a_scales);
+  if (PerRowBScales(args.variant) && KBlockMajor(args.b_scales)) {
+    bytes += ScaleCopyBytesOf(args.b_scales);
+  }
+  return bytes;
+}
 
 // Where bᵀ's scales start in NN's scratch: after bᵀ, on a 256-byte boundary.
 uint64_t NnScalesOffset(const GemmArgs& args) {
@@ -228,8 +302,8 @@ uint64_t NnScalesOffset(const GemmArgs& args) {
   return (bt_bytes + 255) / 256 * 256;
 }
 
-// Where the NT kernel's split-tail workspace starts in NN's scratch: after bᵀ's scales.
-uint64_t NnSplitOffset(const GemmArgs& args) {
+// Where the scratch of the NT problem NN runs as starts in NN's scratch: after bᵀ's scales.
+uint64_t NnRestOffset(const GemmArgs& args) {
   const uint64_t scale_cells = static_cast<uint64_t>(CeilDiv(args.b.shape[1], kQuantBlock)) *
                                (args.b.shape[0] / kQuantBlock);
   return (NnScalesOffset(args) + scale_cells * sizeof(float) + 255) / 256 * 256;
@@ -268,17 +342,10 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   }
   KD_RETURN_IF_ERROR(CheckInt32(args.b.shape[0], "b.shape[0]"));
   KD_RETURN_IF_ERROR(CheckInt32(args.b.shape[1], "b.shape[1]"));
-  void* owned = nullptr;
+  ScratchBuffer owned(stream);
   if (scratch == nullptr) {
-    const cudaError_t err = cudaMallocAsync(&owned, GemmFp8ScratchBytes(args), stream);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      const std::string what = absl::StrCat("gemm nn: scratch for bᵀ (", GemmFp8ScratchBytes(args),
-                                            " bytes): ", cudaGetErrorString(err));
-      if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(what);
-      return absl::InternalError(what);
-    }
-    scratch = owned;
+    KD_RETURN_IF_ERROR(owned.Allocate(GemmFp8ScratchBytes(args), "nn's bᵀ"));
+    scratch = owned.get();
   }
   uint8_t* bt = static_cast<uint8_t*>(scratch);
   float* bt_scales = reinterpret_cast<float*>(bt + NnScalesOffset(args));
@@ -292,13 +359,12 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   t.src_scales_stride = args.b_scales.strides[0];
   t.dst_scales = bt_scales;
   // The NT kernel splits its tail only in a caller's scratch (as for NT itself).
-  void* split = owned == nullptr ? static_cast<char*>(scratch) + NnSplitOffset(args) : nullptr;
+  void* rest = owned.get() == nullptr ? static_cast<char*>(scratch) + NnRestOffset(args) : nullptr;
   const cudaError_t err = cuda_gemm::LaunchTransposeFp8(t, stream);
   absl::Status status = err == cudaSuccess
-                            ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream, split)
+                            ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream, rest)
                             : absl::InternalError(absl::StrCat("gemm nn: transpose of b launch: ",
                                                                cudaGetErrorString(err)));
-  if (owned != nullptr) cudaFreeAsync(owned, stream);
   return status;
 }
 
@@ -308,11 +374,12 @@ uint64_t GemmFp8ScratchBytes(const GemmArgs& args) {
   switch (args.variant) {
     case GemmVariant::kNT:
     case GemmVariant::kTN:
-      return SplitWorkspaceBytes();
+      return ScaleCopyBytes(args) + SplitWorkspaceBytes();
     case GemmVariant::kNN:
-      return NnSplitOffset(args) + SplitWorkspaceBytes();
+      return NnRestOffset(args) + ScaleCopyBytes(NnAsNtArgs(args, nullptr, nullptr)) +
+             SplitWorkspaceBytes();
     default:
-      return 0;
+      return ScaleCopyBytes(args);
   }
 }
 
@@ -342,9 +409,6 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   KD_RETURN_IF_ERROR(CheckTmaOperand(args.b, "b"));
 
   KernelParams p;
-  p.a_scales = args.a_scales.as<const float>();
-  p.sa_row = args.a_scales.strides[0];
-  p.b_scales = args.b_scales.as<const float>();
   p.d = args.d.data;
   p.d_f32 = args.d.dtype == DType::kF32;
   p.accumulate = args.accumulate;
@@ -357,7 +421,6 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       p.m = static_cast<int>(args.a.shape[0]);
       p.n = static_cast<int>(args.b.shape[0]);
       p.k = static_cast<int>(args.a.shape[1]);
-      p.sb_row = args.b_scales.strides[0];
       p.b_scale_per_row = args.variant == GemmVariant::kTN;
       p.d_row = args.d.strides[0];
       break;
@@ -366,8 +429,6 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       p.m = static_cast<int>(args.a.shape[0]);
       p.n = static_cast<int>(args.b.shape[1]);
       p.k = static_cast<int>(args.a.shape[1]);
-      p.sb_group = args.b_scales.strides[0];
-      p.sb_row = args.b_scales.strides[1];
       p.d_row = args.d.strides[0];
       if (args.b.shape[0] > cuda_gemm::kMaxGroups) {
         return Invalid("b.shape[0]=", args.b.shape[0], " groups exceed the cuda kernel's ",
@@ -379,7 +440,6 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
       p.m = static_cast<int>(args.a.shape[0]);
       p.n = static_cast<int>(args.b.shape[0]);
       p.k = static_cast<int>(args.a.shape[1]);
-      p.sb_row = args.b_scales.strides[0];
       p.b_scale_per_row = 1;
       p.d_group = args.d.strides[0];
       p.d_row = args.d.strides[1];
@@ -414,22 +474,77 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
   const int64_t tiles = MaxTiles(p.mode, p.m, p.n, p.num_groups, cluster, config);
   const int max_useful =
       static_cast<int>(std::max<int64_t>(cluster, std::min<int64_t>(tiles, 1 << 20)));
-  // Dense scratch is the split-tail workspace (GemmFp8ScratchBytes); without it, no split.
-  const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
-  // The scales by TMA where GemmFp8LoadsScalesByTma says so (else cp.async, see KernelParams);
-  // the rule lives there alone. NN arrives here as its NT problem.
+
+  // The scales. By TMA where GemmFp8LoadsScalesByTma says so (the rule lives there alone; NN
+  // arrives here as its NT problem), else by cp.async (KernelParams::scale_tma). K-block-major
+  // 1x128 scales: the TMA-scale tile loads A's natively; every other path reads row-major copies
+  // that the launch makes in scratch first (one small transpose each). `g` is `args` with those
+  // copies in place of the originals.
+  const bool tma_scales = TmaLoadsScalesOf(args, config);
   CUtensorMap map_sa{}, map_sb{};
-  if (GemmFp8LoadsScalesByTma(args, config)) {
-    p.scale_tma = MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
-                  MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb);
+  if (tma_scales && KBlockMajor(args.a_scales) && TmaReadableScales(args.a_scales) &&
+      MakeScaleMap(args.a_scales, config.block_m, &map_sa) &&
+      MakeScaleMap(args.b_scales, config.block_n > 128 ? 2 : 1, &map_sb)) {
+    p.scale_tma = cuda_gemm::kScalesByTmaAKBlockMajor;
+  }
+  const bool copy_a = KBlockMajor(args.a_scales) && p.scale_tma == cuda_gemm::kScalesByCpAsync;
+  const bool copy_b = PerRowBScales(args.variant) && KBlockMajor(args.b_scales);
+  const uint64_t copy_bytes = ScaleCopyBytes(args);
+  ScratchBuffer owned(stream);
+  char* copies = static_cast<char*>(scratch);
+  if ((copy_a || copy_b) && scratch == nullptr) {
+    KD_RETURN_IF_ERROR(owned.Allocate(copy_bytes, "row-major scale copies"));
+    copies = static_cast<char*>(owned.get());
+  }
+  GemmArgs g = args;
+  auto row_major_copy = [](Tensor& t, char* at) {
+    t.data = at;
+    t.strides[0] = t.shape[1];
+    t.strides[1] = 1;
+  };
+  if (copy_a) row_major_copy(g.a_scales, copies);
+  if (copy_b) {
+    row_major_copy(g.b_scales,
+                   copies + (KBlockMajor(args.a_scales) ? ScaleCopyBytesOf(args.a_scales) : 0));
+  }
+  if (tma_scales && p.scale_tma == cuda_gemm::kScalesByCpAsync &&
+      MakeScaleMap(g.a_scales, config.block_m, &map_sa) &&
+      MakeScaleMap(g.b_scales, config.block_n > 128 ? 2 : 1, &map_sb)) {
+    p.scale_tma = cuda_gemm::kScalesByTma;
+  }
+  p.a_scales = g.a_scales.as<const float>();
+  p.sa_row = g.a_scales.strides[0];
+  p.b_scales = g.b_scales.as<const float>();
+  if (p.mode == KernelMode::kMGrouped) {
+    p.sb_group = g.b_scales.strides[0];
+    p.sb_row = g.b_scales.strides[1];
+  } else {
+    p.sb_row = g.b_scales.strides[0];
   }
   // The epilogue's bulk stores where GemmFp8StoresByTma says so (else 16-byte stores).
   CUtensorMap map_d{};
   if (GemmFp8StoresByTma(args, config)) p.d_tma = MakeOutputMap(args.d, &map_d);
-  const cudaError_t err = cuda_gemm::LaunchGemmFp8Kernel(
-      p, map_a, map_b, map_sa, map_sb, map_d, config.block_m, config.block_n, config.stages,
-      cluster, config.num_ctas, max_useful, split ? scratch : nullptr,
-      split ? SplitWorkspaceBytes() : 0, stream);
+  // Dense scratch holds the split-tail workspace (GemmFp8ScratchBytes) after the scale copies;
+  // without scratch, no split.
+  const bool split = scratch != nullptr && p.mode == KernelMode::kDense;
+
+  cudaError_t err = cudaSuccess;
+  if (copy_a) {
+    err = cuda_gemm::LaunchTransposeScales(args.a_scales.as<const float>(),
+                                           args.a_scales.strides[1], args.a_scales.shape[0],
+                                           args.a_scales.shape[1], g.a_scales.as<float>(), stream);
+  }
+  if (copy_b && err == cudaSuccess) {
+    err = cuda_gemm::LaunchTransposeScales(args.b_scales.as<const float>(),
+                                           args.b_scales.strides[1], args.b_scales.shape[0],
+                                           args.b_scales.shape[1], g.b_scales.as<float>(), stream);
+  }
+  if (err == cudaSuccess) {
+    err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, map_sa, map_sb, map_d, config.block_m,
+                                         config.block_n, config.stages, cluster, config.num_ctas,
+                                         max_useful, split ? copies + copy_bytes : nullptr,
+                                         split ? SplitWorkspaceBytes() : 0, stream);
+  }
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),
                                             "): ", cudaGetErrorString(err)));

@@ -9,6 +9,11 @@
 // Alignment: the base address and row stride of a and b must be multiples of 16 bytes (TMA; for
 // NN, the transpose's 16-byte loads of b, so a contiguous NN b needs N a multiple of 16);
 // The grouped variants take at most 1024 groups. d may have any row stride.
+// The 1x128 scales (a_scales, and b_scales of TN and K-grouped) may be row-major or K-block-major
+// (strides (1, ld): what Quantize writes with SCALE_LAYOUT_K_BLOCK_MAJOR). The TMA-scale tile
+// (GemmFp8LoadsScalesByTma) loads K-block-major a_scales as they are; every other path first
+// copies K-block-major scales row-major into the launch's scratch (one small transpose per tensor,
+// stream-ordered). Row-major scales run exactly as before.
 // Group ends are read by the kernel on the device, without a host synchronisation; the kernel
 // clamps them (non-decreasing, within [0, rows]) so a bad tensor can never make it access
 // memory out of bounds, but it does not report them: a caller that needs INVALID_ARGUMENT for
@@ -38,8 +43,10 @@ GemmConfig DefaultGemmConfig(const GemmArgs& args, int sm_count);
 GemmConfig DefaultGemmConfig(const GemmArgs& args, const cudaDeviceProp& device);
 
 // Device scratch LaunchGemmFp8 needs for `args` (validated), in bytes: NN needs room for bᵀ
-// and its transposed scales; NT, TN and NN the split-tail workspace (flags and one 128x192 fp32
-// partial per SM of the current device, about 12.4 MB on 132 SMs); the grouped variants none.
+// and its transposed scales; every variant room for a row-major copy of each K-block-major 1x128
+// scale tensor; NT, TN and NN the split-tail workspace after them (flags and one 128x192 fp32
+// partial per SM of the current device, about 12.4 MB on 132 SMs). Grouped variants with
+// row-major scales need none.
 uint64_t GemmFp8ScratchBytes(const GemmArgs& args);
 
 // The NT problem an NN `args` runs as: a, a_scales, d and accumulate as given; b = `bt`, the
@@ -65,8 +72,8 @@ GemmArgs NnAsNtArgs(const GemmArgs& args, void* bt, float* bt_scales);
 // the kernel needs all its CTAs resident at once (one per SM), as any persistent kernel that is not
 // sharing the GPU has. Returns INVALID_ARGUMENT for alignment this kernel cannot take,
 // UNIMPLEMENTED for variants or dtypes it does not run, RESOURCE_EXHAUSTED when the scratch cannot
-// be had, INTERNAL for a CUDA error at launch (the kernel's own faults surface at the next
-// synchronisation).
+// be had (only asked for when `scratch` is null), INTERNAL for a CUDA error at launch (the kernel's
+// own faults surface at the next synchronisation).
 absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream,
                            void* scratch = nullptr);
 
@@ -74,8 +81,10 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
 // warps copy them with cp.async; the results are the same bits): for NT and NN on the 128x192
 // tile in clusters of 2 when both scale tensors start 16-byte aligned with row strides of a
 // multiple of 4 floats, e.g. contiguous ones with K/128 a multiple of 4 (for NN, those of the NT
-// problem it runs as). On an H100 that makes 128x192 c2 NT 4-8% faster; unclustered 128x192,
-// M-grouped NT and TN (per-row B scales) are slower with it and stay on cp.async.
+// problem it runs as); K-block-major a_scales qualify with a K-block stride of a multiple of 4
+// floats (M a multiple of 4, contiguous), or with K/128 a multiple of 4 (their row-major copy). On
+// an H100 that makes 128x192 c2 NT 4-8% faster; unclustered 128x192, M-grouped NT and TN (per-row B
+// scales) are slower with it and stay on cp.async.
 bool GemmFp8LoadsScalesByTma(const GemmArgs& args, const GemmConfig& config);
 
 // Whether LaunchGemmFp8 has the kernel's epilogue write D with TMA bulk-tensor stores, one

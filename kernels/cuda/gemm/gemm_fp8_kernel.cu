@@ -57,8 +57,9 @@ struct Roles {
 };
 
 // The persistent kernel: warpgroup 0 produces (producer.cuh), the others consume
-// (consumer_two_partials.cuh, consumer_one_partial.cuh).
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
+// (consumer_two_partials.cuh, consumer_one_partial.cuh). kAKBlockMajor (the TMA-scale
+// instantiation only): map_sa is over K-block-major A scales (KernelParams::scale_tma).
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kAKBlockMajor>
 __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ KernelParams p, const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_b,
@@ -108,7 +109,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R::kProducerRegs));
     const Scheduler<kBlockM, kBlockN, kCluster> sched(p, groups, static_cast<int>(rank));
     if (warp == 0) {
-      ProduceTiles<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(
+      ProduceTiles<kBlockM, kBlockN, kStages, kCluster, kRowFloats, kAKBlockMajor>(
           p, sched, first_work, work_stride, smem, rank, &map_a, &map_b, &map_sa, &map_sb, lane);
     } else if (!scale_tma) {
       CopyScales<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(p, sched, first_work, work_stride,
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(Roles<kBlockM>::kThreads, 1)
     // promotion, ptxas spills about 1 KB of the accumulators.
     // The TMA-scale instantiation never runs with per-row B scales (LaunchGemmFp8Kernel).
     if constexpr (scale_tma) {
-      ConsumerLoopOnePartial<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false>(
+      ConsumerLoopOnePartial<kBlockM, kBlockN, kStages, kCluster, kRowFloats, false, kAKBlockMajor>(
           p, sched, first_work, work_stride, smem, rank, &map_d);
     } else if constexpr (kBlockN > 128 || kBlockM > 128) {
       if (p.b_scale_per_row) {
@@ -174,7 +175,7 @@ cudaLaunchConfig_t LaunchConfig(int num_ctas, cudaLaunchAttribute* cluster, cuda
 
 // CTAs of this instantiation that fit on the current device at once (whole clusters), after
 // opting in to its shared memory; cached per device. 0 with `err` set on failure.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kAKBlockMajor>
 int ResidentCtas(cudaError_t& err) {
   static cuda::PerDeviceValue cache;
   int device = 0;
@@ -182,7 +183,7 @@ int ResidentCtas(cudaError_t& err) {
   if (err != cudaSuccess) return 0;
   int resident = 0;
   err = cache.Get(device, &resident, [](int* value) {
-    auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>;
+    auto* kernel = &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats, kAKBlockMajor>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          SmemLayout<kBlockM, kBlockN, kStages, kRowFloats>::kBytes);
     int sms = 0;
@@ -216,13 +217,14 @@ void SetScheduleDivisors(KernelParams& p) {
 
 uint32_t* g_trace = nullptr;  // SetGemmFp8Trace
 
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kAKBlockMajor>
 cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const CUtensorMap& map_b,
                    const CUtensorMap& map_sa, const CUtensorMap& map_sb, const CUtensorMap& map_d,
                    int num_ctas, int max_useful, void* workspace, uint64_t workspace_bytes,
                    cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  const int resident = ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(err);
+  const int resident =
+      ResidentCtas<kBlockM, kBlockN, kStages, kCluster, kRowFloats, kAKBlockMajor>(err);
   if (err != cudaSuccess) return err;
   if (params.raster_group < 1 || params.raster_group > kMaxRasterGroup) {
     return cudaErrorInvalidValue;  // the band table's range (GemmConfig validates it first)
@@ -252,9 +254,9 @@ cudaError_t Launch(const KernelParams& params, const CUtensorMap& map_a, const C
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       LaunchConfig<kBlockM, kBlockN, kStages, kCluster, kRowFloats>(num_ctas, &cluster, stream);
-  return cudaLaunchKernelEx(&config,
-                            &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats>, p,
-                            map_a, map_b, map_sa, map_sb, map_d);
+  return cudaLaunchKernelEx(
+      &config, &GemmFp8Kernel<kBlockM, kBlockN, kStages, kCluster, kRowFloats, kAKBlockMajor>, p,
+      map_a, map_b, map_sa, map_sb, map_d);
 }
 
 }  // namespace
@@ -271,23 +273,24 @@ bool GemmFp8TmaScales(int block_m, int block_n, int stages) {
 
 // Tile rows, columns, stages, cluster, floats per scale row (kScaleBoxCols: the TMA-scale
 // instantiation of the tile, TmaScales; clusters of 2 only: unclustered, TMA scale loads make
-// 128x192 slower).
-#define KD_GEMM_INSTANCES(X) \
-  X(128, 128, 4, 1, 1)       \
-  X(128, 128, 5, 1, 1)       \
-  X(128, 128, 6, 1, 1)       \
-  X(128, 128, 5, 2, 1)       \
-  X(128, 128, 6, 2, 1)       \
-  X(128, 192, 4, 1, 1)       \
-  X(128, 192, 4, 2, 1)       \
-  X(128, 192, 4, 2, 4)       \
-  X(128, 64, 6, 1, 1)        \
-  X(128, 64, 8, 1, 1)        \
-  X(128, 64, 8, 2, 1)        \
-  X(64, 64, 8, 1, 1)         \
-  X(64, 32, 16, 1, 1)        \
-  X(192, 128, 4, 1, 1)       \
-  X(192, 128, 4, 2, 1)
+// 128x192 slower), A scales K-block-major (TMA-scale instantiations only).
+#define KD_GEMM_INSTANCES(X)  \
+  X(128, 128, 4, 1, 1, false) \
+  X(128, 128, 5, 1, 1, false) \
+  X(128, 128, 6, 1, 1, false) \
+  X(128, 128, 5, 2, 1, false) \
+  X(128, 128, 6, 2, 1, false) \
+  X(128, 192, 4, 1, 1, false) \
+  X(128, 192, 4, 2, 1, false) \
+  X(128, 192, 4, 2, 4, false) \
+  X(128, 192, 4, 2, 4, true)  \
+  X(128, 64, 6, 1, 1, false)  \
+  X(128, 64, 8, 1, 1, false)  \
+  X(128, 64, 8, 2, 1, false)  \
+  X(64, 64, 8, 1, 1, false)   \
+  X(64, 32, 16, 1, 1, false)  \
+  X(192, 128, 4, 1, 1, false) \
+  X(192, 128, 4, 2, 1, false)
 
 cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& map_a,
                                 const CUtensorMap& map_b, const CUtensorMap& map_sa,
@@ -299,8 +302,9 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
   if (params.mode == KernelMode::kKGrouped && cluster != 1) return cudaErrorInvalidValue;
   // TMA scale loads: dense problems with 128x128 B scales, on a tile built for them, in
   // clusters of 2.
-  if (params.scale_tma && (params.mode != KernelMode::kDense || params.b_scale_per_row ||
-                           cluster != 2 || !TmaScales(block_m, block_n, stages))) {
+  if (params.scale_tma != kScalesByCpAsync &&
+      (params.mode != KernelMode::kDense || params.b_scale_per_row || cluster != 2 ||
+       !TmaScales(block_m, block_n, stages))) {
     return cudaErrorInvalidValue;
   }
   // TMA stores: dense and M-grouped problems with bf16 output written, not accumulated.
@@ -308,11 +312,13 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
                        !TileStoresByTma(block_n))) {
     return cudaErrorInvalidValue;
   }
-  const int row = params.scale_tma ? kScaleBoxCols : 1;
-#define KD_GEMM_LAUNCH(BM, BN, S, C, R)                                                   \
-  if (block_m == BM && block_n == BN && stages == S && cluster == C && row == R) {        \
-    return Launch<BM, BN, S, C, R>(params, map_a, map_b, map_sa, map_sb, map_d, num_ctas, \
-                                   max_useful_ctas, workspace, workspace_bytes, stream);  \
+  const int row = params.scale_tma != kScalesByCpAsync ? kScaleBoxCols : 1;
+  const bool a_k_block_major = params.scale_tma == kScalesByTmaAKBlockMajor;
+#define KD_GEMM_LAUNCH(BM, BN, S, C, R, K)                                                   \
+  if (block_m == BM && block_n == BN && stages == S && cluster == C && row == R &&           \
+      a_k_block_major == K) {                                                                \
+    return Launch<BM, BN, S, C, R, K>(params, map_a, map_b, map_sa, map_sb, map_d, num_ctas, \
+                                      max_useful_ctas, workspace, workspace_bytes, stream);  \
   }
   KD_GEMM_INSTANCES(KD_GEMM_LAUNCH)
 #undef KD_GEMM_LAUNCH
@@ -321,9 +327,9 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
 
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster) {
   cudaError_t err = cudaSuccess;
-#define KD_GEMM_RESIDENT(BM, BN, S, C, R)                                        \
+#define KD_GEMM_RESIDENT(BM, BN, S, C, R, K)                                     \
   if (block_m == BM && block_n == BN && stages == S && cluster == C && R == 1) { \
-    const int n = ResidentCtas<BM, BN, S, C, R>(err);                            \
+    const int n = ResidentCtas<BM, BN, S, C, R, K>(err);                         \
     return err == cudaSuccess ? n : 0;                                           \
   }
   KD_GEMM_INSTANCES(KD_GEMM_RESIDENT)

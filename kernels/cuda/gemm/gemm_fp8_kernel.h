@@ -75,16 +75,24 @@ struct KernelParams {
   FastDiv div_last_band;
   // Clock trace (builds with KD_GEMM_TRACE only; see SetGemmFp8Trace): kTraceWords u32.
   uint32_t* trace = nullptr;
-  // 1: the TMA thread loads each K block's scales through map_sa / map_sb on the stage's full
-  // barrier (the tile's TMA-scale instantiation; dense mode with 128x128 B scales in clusters of
-  // 2 only, else the launch fails); 0: producer warps 1..3 copy them with cp.async from
-  // a_scales / b_scales.
+  // How the scales reach shared memory (ScaleLoad): kScalesByCpAsync, producer warps 1..3 copy
+  // them with cp.async from a_scales / b_scales (row-major); kScalesByTma, the TMA thread loads
+  // boxes of them through map_sa / map_sb on the stage's full barrier (the tile's TMA-scale
+  // instantiation; dense mode with 128x128 B scales in clusters of 2 only, else the launch fails);
+  // kScalesByTmaAKBlockMajor, the same with map_sa over K-block-major A scales.
   int scale_tma = 0;
   // 1: the consumers store bf16 tiles through map_d (TMA bulk-tensor stores from the epilogue
   // buffers; dense or M-grouped mode, bf16 output, no accumulate, a tile with TileStoresByTma,
   // else the launch fails; M-grouped slices that cross their group's end still use `d`); 0:
   // 16-byte stores to `d`.
   int d_tma = 0;
+};
+
+// KernelParams::scale_tma.
+enum ScaleLoad : int {
+  kScalesByCpAsync = 0,
+  kScalesByTma = 1,
+  kScalesByTmaAKBlockMajor = 2,
 };
 
 // Clock trace, a measuring tool: in a build with KD_GEMM_TRACE defined (CMake option
@@ -112,10 +120,11 @@ void SetGemmFp8Trace(uint32_t* trace);
 uint64_t GemmFp8SplitWorkspaceBytes(int sm_count);
 
 // The scale maps' boxes (fp32, no swizzle, innermost dimension first): map_sa over a_scales
-// (rows, K/128), box {4, block_m}; map_sb over the 128x128 B scales (ceil(N/128), K/128), box
-// {4, block_n > 128 ? 2 : 1}. Four columns are TMA's 16-byte minimum, and a box must start 16
-// bytes aligned: K block kb's scales come in the box at column kb - kb % 4, whose column kb % 4
-// the kernel uses.
+// (rows, K/128), box {4, block_m}, or over K-block-major a_scales (K/128, rows), box {block_m, 4};
+// map_sb over the 128x128 B scales (ceil(N/128), K/128), box {4, block_n > 128 ? 2 : 1}. Four
+// K blocks are TMA's 16-byte minimum along a row-major scale row: K block kb's scales come in the
+// box at column kb - kb % 4, whose column kb % 4 the kernel uses (K-block-major boxes take the
+// same four blocks, for one box per four blocks either way).
 constexpr int kScaleBoxCols = 4;
 
 // The output map's box (bf16, 128-byte swizzle, innermost dimension first): 64 columns (128

@@ -29,12 +29,14 @@ constexpr int kScaleBlocksB = kBlockN > 128 ? 2 : 1;
 // Warp 0 of the producer: per K block of this CTA's work items, waits for a free stage and loads
 // the A tile, this CTA's share of the B tile (multicast to the cluster) and, in the TMA-scale
 // instantiation (kRowFloats == kScaleBoxCols), a box of four K blocks' scales when the block
-// starts one (NextScaleSlot).
+// starts one (NextScaleSlot): A's box holds the tile's rows of four K blocks, as (row, block)
+// from row-major scales or (block, row) from K-block-major ones (kAKBlockMajor).
 // NOTE: the whole warp walks the loop, so that its values are warp-uniform and live in uniform
 // registers, and one elected lane issues: walked by one lane, ptxas wrapped each TMA issue in a
 // loop over the distinct values of its operands (R2UR, BRA.U.ANY), which lengthens a stage's
 // refill.
-template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats>
+template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats,
+          bool kAKBlockMajor = false>
 __device__ __forceinline__ void ProduceTiles(const KernelParams& p,
                                              const Scheduler<kBlockM, kBlockN, kCluster>& sched,
                                              int first_work, int work_stride, uint8_t* smem,
@@ -83,8 +85,13 @@ __device__ __forceinline__ void ProduceTiles(const KernelParams& p,
           // from the tile's first row (A) or scale block (B); rows past the tensor and columns
           // past K/128 read zero.
           const int col0 = kb - ScaleColumn<kScaleBoxCols>(kb);
-          TmaLoad2d(scales_a + scale_slot * (L::kScaleABytes / 4), map_sa, &full[stage], col0,
-                    tile.m0);
+          if constexpr (kAKBlockMajor) {
+            TmaLoad2d(scales_a + scale_slot * (L::kScaleABytes / 4), map_sa, &full[stage], tile.m0,
+                      col0);
+          } else {
+            TmaLoad2d(scales_a + scale_slot * (L::kScaleABytes / 4), map_sa, &full[stage], col0,
+                      tile.m0);
+          }
           TmaLoad2d(scales_b + scale_slot * (L::kScaleBBytes / 4), map_sb, &full[stage], col0,
                     tile.n0 / 128);
         }

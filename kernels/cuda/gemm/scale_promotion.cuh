@@ -26,11 +26,13 @@ struct BlockScales {
 
 // Scale tiles hold one row per tile row (or B scale block) of kRow floats, the first used:
 // 4 (the TMA box's 16 bytes) where the shared memory has room, else 1 (SmemLayout::kScaleRow).
-template <bool kPerRowB, int kRow>
+// kRowA: floats between the A scales of consecutive tile rows (kRow, or 1 where the A scales come
+// K-block-major: a box holds four K blocks' columns of kBlockM scales each).
+template <bool kPerRowB, int kRow, int kRowA = kRow>
 __device__ __forceinline__ BlockScales LoadScales(uint32_t sa, uint32_t sb) {
   BlockScales sc;
   sc.s0 = LoadSharedF32(sa);
-  sc.s1 = LoadSharedF32(sa + 8 * 4 * kRow);
+  sc.s1 = LoadSharedF32(sa + 8 * 4 * kRowA);
   if constexpr (!kPerRowB) {
     const float b = LoadSharedF32(sb);
     sc.s0 *= b;
@@ -109,10 +111,11 @@ struct WideScales {
   float s10, s11;  // row 1 (8 rows further)
 };
 
-template <int kRow>
+// kRow and kRowA as for LoadScales.
+template <int kRow, int kRowA = kRow>
 __device__ __forceinline__ WideScales LoadWideScales(uint32_t sa, uint32_t sb) {
   const float a0 = LoadSharedF32(sa);
-  const float a1 = LoadSharedF32(sa + 8 * 4 * kRow);
+  const float a1 = LoadSharedF32(sa + 8 * 4 * kRowA);
   float2 b;
   if constexpr (kRow == 1) {
     b = LoadSharedF32x2(sb);

@@ -1191,6 +1191,219 @@ TEST(GemmCudaConfigTest, StringRoundTripsAndBadFieldsAreNamed) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// ---- 1x128 scales in both layouts ------------------------------------------------------------
+
+// A K-block-major copy of the row-major (rows, blocks) scales `rm`, named as the (rows, blocks)
+// view with strides (1, ld); the padding past each K block's rows is -7 (a scale no one draws).
+HostTensor KBlockMajorCopy(const HostTensor& rm, int64_t ld) {
+  const int64_t rows = rm.t.shape[0], blocks = rm.t.shape[1];
+  HostTensor out = MakeHost(DType::kF32, {blocks, ld});
+  for (int64_t i = 0; i < blocks * ld; ++i) out.data<float>()[i] = -7.0f;
+  const float* src = static_cast<const float*>(rm.t.data);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      out.data<float>()[kb * ld + i] = src[i * rm.t.strides[0] + kb];
+    }
+  }
+  out.t.shape[0] = rows;
+  out.t.shape[1] = blocks;
+  out.t.strides[0] = 1;
+  out.t.strides[1] = ld;
+  return out;
+}
+
+// The path rule for K-block-major a_scales (no GPU: only shapes, strides and addresses are
+// read): the TMA-scale tile takes them where each K block's scales start 16-byte aligned, or
+// where their row-major copy (contiguous rows of K/128 floats) would.
+TEST(GemmCudaConfigTest, KBlockMajorActivationScalesByTmaWhereTheirBlocksAlign) {
+  const Mix mix = StandardMixes()[0];
+  std::mt19937_64 rng(1);
+  HostOp op = MakeDense(GemmVariant::kNT, 256, 256, 384, mix, rng);  // K/128 = 3
+  GemmArgs g = op.args;
+  g.a_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  g.b_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 21);
+  g.b_scales.strides[0] = 4;  // B rows of 16 bytes
+  const GemmConfig tma = Config(128, 192, 4, 8, 2);
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, tma));  // row-major rows of 12 bytes
+  g.a_scales.strides[0] = 1;
+  g.a_scales.strides[1] = 256;  // K-block-major, K blocks 1 KB apart
+  EXPECT_TRUE(GemmFp8LoadsScalesByTma(g, tma));
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, Config(128, 192, 4)));  // unclustered
+  g.a_scales.strides[1] = 257;  // K blocks not 16-byte aligned, and its copy's rows neither
+  EXPECT_FALSE(GemmFp8LoadsScalesByTma(g, tma));
+  HostOp four = MakeDense(GemmVariant::kNT, 255, 256, 512, mix, rng);  // K/128 = 4
+  GemmArgs h = four.args;
+  h.a_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  h.b_scales.data = reinterpret_cast<void*>(uintptr_t{1} << 21);
+  h.a_scales.strides[0] = 1;
+  h.a_scales.strides[1] = 255;  // K blocks unaligned; the copy's rows are 16 bytes
+  EXPECT_TRUE(GemmFp8LoadsScalesByTma(h, tma));
+}
+
+// One case of the layout comparison: the variant's operands with row-major scales, run once with
+// them and once with K-block-major copies (K-block stride rows + pad), on the same config.
+struct LayoutCase {
+  const char* name;
+  GemmVariant variant;
+  int64_t m, n, k;
+  std::vector<int64_t> ends;  // grouped variants
+  GemmConfig config;
+  int64_t pad;
+  bool scratch;     // the backend's way (scratch given, split tail on) or the launch's own
+  bool tma_scales;  // GemmFp8LoadsScalesByTma holds with the K-block-major scales
+};
+void PrintTo(const LayoutCase& c, std::ostream* os) { *os << c.name; }
+
+class GemmCudaScaleLayoutTest : public ::testing::TestWithParam<LayoutCase> {};
+
+// Runs `args` (host tensors) on the GPU and returns D's bytes.
+std::vector<uint8_t> RunOnGpu(const GemmArgs& args, const std::vector<const HostTensor*>& host,
+                              const GpuRun& run) {
+  std::vector<std::unique_ptr<DeviceTensor>> dev;
+  for (const HostTensor* h : host) dev.push_back(std::make_unique<DeviceTensor>(*h));
+  GemmArgs g = args;
+  g.a = dev[0]->t;
+  g.a_scales = dev[1]->t;
+  g.b = dev[2]->t;
+  g.b_scales = dev[3]->t;
+  g.d = dev[4]->t;
+  if (dev.size() > 5) g.group_ends = dev[5]->t;
+  const size_t d_bytes = host[4]->t.numel() * DTypeSize(host[4]->t.dtype);
+  EXPECT_EQ(cudaMemset(g.d.data, 0xFF, d_bytes), cudaSuccess);  // NaN: unwritten shows
+  EXPECT_TRUE(Validate(Op(g)).ok()) << Validate(Op(g));
+  const absl::Status ran = run(g);
+  EXPECT_TRUE(ran.ok()) << ran;
+  std::vector<uint8_t> out(d_bytes);
+  EXPECT_EQ(cudaMemcpy(out.data(), g.d.data, d_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  return out;
+}
+
+TEST_P(GemmCudaScaleLayoutTest, KBlockMajorScalesGiveTheRowMajorBits) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  const LayoutCase& c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  Mix mix = StandardMixes()[0];
+  mix.out = DType::kBF16;
+  mix.accumulate = false;
+  HostOp op = c.variant == GemmVariant::kMGroupedNT ? MakeMGrouped(c.ends, c.n, c.k, mix, rng)
+              : c.variant == GemmVariant::kKGroupedTN
+                  ? MakeKGrouped(c.ends, c.m, c.n, mix, rng)
+                  : MakeDense(c.variant, c.m, c.n, c.k, mix, rng);
+  const bool per_row_b = c.variant == GemmVariant::kTN || c.variant == GemmVariant::kKGroupedTN;
+  const HostTensor sa = KBlockMajorCopy(op.tensors[1], op.tensors[1].t.shape[0] + c.pad);
+  const HostTensor sb =
+      per_row_b ? KBlockMajorCopy(op.tensors[3], op.tensors[3].t.shape[0] + c.pad) : op.tensors[3];
+  std::vector<const HostTensor*> rm, kbm;
+  for (const HostTensor& t : op.tensors) rm.push_back(&t);
+  kbm = rm;
+  kbm[1] = &sa;
+  kbm[3] = &sb;
+  GemmArgs k_args = op.args;
+  k_args.a_scales = sa.t;
+  k_args.b_scales = sb.t;
+  // The path rule, on the device addresses a launch sees (cudaMalloc'd: 256-byte aligned).
+  const DeviceTensor dsa(sa), dsb(sb);
+  GemmArgs path = k_args;
+  path.a_scales = dsa.t;
+  path.b_scales = dsb.t;
+  EXPECT_EQ(GemmFp8LoadsScalesByTma(path, c.config), c.tma_scales);
+
+  const GpuRun run = c.scratch ? WithScratch(c.config) : WithConfig(c.config);
+  const std::vector<uint8_t> want = RunOnGpu(op.args, rm, run);
+  const std::vector<uint8_t> got = RunOnGpu(k_args, kbm, run);
+  // Every element written (no NaN pattern left), and the same bits.
+  const bool f32 = op.tensors[4].t.dtype == DType::kF32;
+  for (size_t i = 0; i < want.size(); i += f32 ? 4 : 2) {
+    ASSERT_FALSE(want[i + (f32 ? 3 : 1)] == 0xFF && want[i] == 0xFF) << "element not written";
+  }
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, GemmCudaScaleLayoutTest,
+    ::testing::Values(
+        // The TMA-scale tile reading K-block-major scales as they are (M a multiple of 4), and
+        // its split tail; then with a K-block stride off 16 bytes, through the row-major copy.
+        LayoutCase{"nt_tma_native",
+                   GemmVariant::kNT,
+                   1024,
+                   1536,
+                   2048,
+                   {},
+                   Config(128, 192, 4, 8, 2),
+                   0,
+                   true,
+                   true},
+        LayoutCase{"nt_tma_native_padded_split",
+                   GemmVariant::kNT,
+                   700,
+                   512,
+                   1024,
+                   {},
+                   Config(128, 192, 4, 8, 2),
+                   4,
+                   true,
+                   true},
+        LayoutCase{"nt_tma_copy",
+                   GemmVariant::kNT,
+                   1022,
+                   1536,
+                   2048,
+                   {},
+                   Config(128, 192, 4, 8, 2),
+                   1,
+                   true,
+                   true},
+        LayoutCase{"nt_cp_async_copy",
+                   GemmVariant::kNT,
+                   300,
+                   200,
+                   384,
+                   {},
+                   Config(128, 128, 4, 1),
+                   0,
+                   false,
+                   false},
+        LayoutCase{
+            "nt_small_m", GemmVariant::kNT, 48, 4096, 1024, {}, Config(64, 32, 16), 3, true, false},
+        LayoutCase{
+            "nn", GemmVariant::kNN, 256, 320, 512, {}, Config(128, 192, 4, 8, 2), 0, true, true},
+        LayoutCase{
+            "tn", GemmVariant::kTN, 400, 136, 512, {}, Config(128, 128, 6, 8, 2), 2, true, false},
+        LayoutCase{"tn_no_scratch",
+                   GemmVariant::kTN,
+                   256,
+                   320,
+                   1024,
+                   {},
+                   Config(128, 192, 4),
+                   0,
+                   false,
+                   false},
+        LayoutCase{"m_grouped",
+                   GemmVariant::kMGroupedNT,
+                   0,
+                   320,
+                   512,
+                   {37, 37, 300, 1024},
+                   Config(128, 192, 4, 8, 2),
+                   5,
+                   true,
+                   false},
+        LayoutCase{"k_grouped",
+                   GemmVariant::kKGroupedTN,
+                   200,
+                   136,
+                   0,
+                   {128, 128, 512, 1024},
+                   Config(128, 128, 6),
+                   0,
+                   true,
+                   false}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace gemm_test
 }  // namespace kd

@@ -221,6 +221,60 @@ TEST(GemmValidateTest, KGroupedOutputHasOneMatrixPerExpert) {
   ExpectInvalid(g, "group_ends.shape (3) must be (2)");
 }
 
+// The (rows, blocks) view of a K-block-major scale tensor: strides (1, ld).
+Tensor KBlockMajorView(int64_t rows, int64_t blocks, int64_t ld) {
+  Tensor t = View(DType::kF32, {blocks, ld});  // the memory: blocks rows of ld scales
+  t.shape[0] = rows;
+  t.shape[1] = blocks;
+  t.strides[0] = 1;
+  t.strides[1] = ld;
+  return t;
+}
+
+TEST(GemmValidateTest, OneByOneTwentyEightScalesMayBeKBlockMajorOnEveryVariant) {
+  GemmArgs nt = ValidNt();
+  nt.a_scales = KBlockMajorView(100, 2, 100);
+  GemmArgs nn = ValidNn();
+  nn.a_scales = KBlockMajorView(100, 2, 104);  // a K-block stride larger than the rows
+  GemmArgs tn = ValidTn();
+  tn.a_scales = KBlockMajorView(64, 3, 64);
+  tn.b_scales = KBlockMajorView(72, 3, 72);
+  GemmArgs mg = ValidMGrouped();
+  mg.a_scales = KBlockMajorView(300, 1, 300);
+  GemmArgs kg = ValidKGrouped();
+  kg.a_scales = KBlockMajorView(96, 4, 96);
+  kg.b_scales = KBlockMajorView(80, 4, 80);
+  for (const GemmArgs& g : {nt, nn, tn, mg, kg}) {
+    EXPECT_TRUE(Validate(Op(g)).ok()) << GemmVariantName(g.variant) << ": " << Validate(Op(g));
+  }
+}
+
+TEST(GemmValidateTest, KBlockMajorScalesWhoseBlocksOverlapAreInvalid) {
+  GemmArgs g = ValidTn();
+  g.a_scales = KBlockMajorView(64, 3, 63);
+  ExpectInvalid(g, "a_scales.strides[1]=63 must be >= shape[0]=64");
+  g = ValidKGrouped();
+  g.b_scales = KBlockMajorView(80, 4, 40);
+  ExpectInvalid(g, "b_scales.strides[1]=40 must be >= shape[0]=80");
+}
+
+TEST(GemmValidateTest, OneTwentyEightSquareWeightScalesMustBeRowMajor) {
+  GemmArgs g = ValidNt();
+  g.b_scales = KBlockMajorView(2, 2, 2);
+  ExpectInvalid(g, "b_scales.strides[1]=2 must be 1 (the innermost dimension is contiguous)");
+}
+
+TEST(GemmValidateTest, TransposedOperandOrOutputIsInvalid) {
+  GemmArgs g = ValidNt();
+  g.d.strides[0] = 1;
+  g.d.strides[1] = 100;
+  ExpectInvalid(g, "d.strides[1]=100 must be 1 (the innermost dimension is contiguous)");
+  g = ValidNt();
+  g.a.strides[0] = 1;
+  g.a.strides[1] = 100;
+  ExpectInvalid(g, "a.strides[1]=100 must be 1");
+}
+
 TEST(GemmValidateTest, KGroupedOutputIsRankThree) {
   GemmArgs g = ValidKGrouped();
   g.d = View(DType::kF32, {96, 80});

@@ -62,7 +62,7 @@ inline BlockwiseKernelArgs BlockwiseArgsOf(const QuantizeParams& q) {
 // NOTE: one small item per CTA and a grid of every item in row-major order runs 0.04-0.11 of the
 // copy bandwidth faster on an H100 than a persistent grid walking items with the next item's
 // loads in flight; these sizes keep 1536 (1x128) and 1024 (128x128) threads resident per SM
-// without spills (docs/decisions/, quantize kernel families).
+// without spills (docs/decisions/0010-quantize-kernel-families.md).
 template <InputType kType, bool kTile128>
 struct Geometry {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(typename Input<kType>::Storage));

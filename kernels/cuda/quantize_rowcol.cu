@@ -171,8 +171,9 @@ cudaError_t LaunchColStrips(const RowColKernelArgs& p, const JaggedScratch& s,
 // jagged_colwise and per_row of Xᵀ: the ends copied and checked (and, for the two-read kernels,
 // the cell maxima zeroed) in one kernel, then ColStripKernel (UseColStrips), or amax per cell,
 // scales per cell and a transposing encode.
-// NOTE: the two-read kernels read X twice; the one-read designs measured so far (docs/decisions/,
-// quantize kernel families) are faster only where ColStripKernel runs.
+// NOTE: the two-read kernels read X twice; the one-read designs measured so far
+// (docs/decisions/0010-quantize-kernel-families.md) are faster only where
+// ColStripKernel runs.
 template <InputType kType, typename F>
 cudaError_t LaunchColumnCells(const RowColKernelArgs& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;

@@ -75,8 +75,8 @@ struct OnePartialFrame {
 // NOTE: checking the next stage before the wait leaves only the promotion and the next issue
 // after it (+3-4% for TN and M-grouped on an H100).
 // NOTE: ptxas sets the yield hint on about every other promotion FFMA here; those warp switches
-// during the promotion are what let the other warpgroups issue (docs/decisions/, scheduling
-// hints).
+// during the promotion are what let the other warpgroups issue
+// (docs/decisions/0008-gemm-yield-hints.md, scheduling hints).
 template <int kBlockM, int kBlockN, int kStages, int kCluster, int kRowFloats, bool kPerRowB,
           bool kAKBlockMajor = false>
 __device__ __forceinline__ void ConsumerLoopOnePartial(

@@ -2,7 +2,8 @@
 // an add and a shift. The GEMM's tile scheduler maps a work item to its tile with divisions by
 // launch constants (the raster band and its height); as `/` each is an I2F, MUFU.RCP, F2I chain
 // with fix-ups, and a tile boundary runs four to five of those mappings between the last K
-// block's promotion and the next tile's first issue. Header-only and host-compilable, so that
+// block's promotion and the next tile's first issue
+// (docs/decisions/0004-gemm-scheduler-fast-division.md). Header-only and host-compilable, so that
 // the CPU tests check it.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_FAST_DIV_H_
 #define KERNELD_KERNELS_CUDA_GEMM_FAST_DIV_H_

@@ -325,7 +325,8 @@ uint64_t SplitWorkspaceBytes() {
 // NOTE: the transpose reads and writes N*R bytes on every call: on an H100 at dX 8192x7168 from
 // dY 8192x2048, W 2048x7168, 12 µs (2.4 TB/s) of a 365 µs NN against 355 µs for NT on a
 // ready Wᵀ (GemmCudaTest.NnEqualsNtOnTransposedWeightBitForBit prints these). W changes only
-// once per optimizer step, so a Wᵀ kept across the calls of a step would save it.
+// once per optimizer step, so a Wᵀ kept across the calls of a step would save it
+// (docs/decisions/0009-gemm-nn-via-transpose.md).
 absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream,
                           void* scratch) {
   KD_RETURN_IF_ERROR(CudaSupportsGemmFp8(args));

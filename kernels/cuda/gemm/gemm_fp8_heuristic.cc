@@ -29,7 +29,8 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
   // NOTE: with at most 64 output rows a 128-row tile loads twice the A rows it uses; the 64x64
   // tile (one consumer warpgroup) loads half as much A per K block. Where 32-column tiles fit the
   // SMs in one wave, 64x32 with 16 stages keeps more of B in flight per SM and needs no split
-  // along K (64x4096x7168: +10% on an H100); with more than one wave of them it loses 15-20%.
+  // along K (64x4096x7168: +10% on an H100); with more than one wave of them it loses 15-20%
+  // (docs/decisions/0007-gemm-64x32-tile.md).
   if (rows <= 64) {
     c.block_m = 64;
     c.block_n = 64;
@@ -50,7 +51,7 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     return c;
   }
   // NOTE: the waves of persistent CTAs quantize the two tiles differently: take the one whose
-  // waves are estimated to cost least.
+  // waves are estimated to cost least (docs/decisions/0001-gemm-wide-tile.md).
   const int64_t n192 = (cols + 191) / 192;
   const int64_t waves192 = (m_tiles * n192 + sms - 1) / sms;
   if (static_cast<double>(waves192) * kWideTileTime <
@@ -60,8 +61,9 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
     const int64_t clusters = std::max<int64_t>(1, sms / 2);
     const int64_t cluster_waves = ((m_tiles + 1) / 2 * n192 + clusters - 1) / clusters;
     // NOTE: dense NT pairs its tiles in clusters of 2 whatever the waves: the pair shares its B
-    // tile and its TMA thread loads the scales (4-8% faster than unclustered on an H100). TN
-    // (per-row B scales, cp.async) runs 3% slower in clusters.
+    // tile and its TMA thread loads the scales (4-8% faster than unclustered on an H100;
+    // docs/decisions/0002-gemm-tma-scale-loads.md). TN (per-row B scales, cp.async) runs 3%
+    // slower in clusters.
     if (nt && m_tiles >= 2) c.cluster = 2;
     // NOTE: M-grouped NT pairs two M tiles of one group, its expert's B tile multicast: 2-5%
     // faster than unclustered at 4096 rows per group.
@@ -69,7 +71,8 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
       c.cluster = 2;
     }
     // NOTE: where K is short, the 192x128 tile in clusters of 2 runs level with or ahead of
-    // 128x192 (K 1024-1536); from K 2048 up 128x192 with TMA scale loads leads.
+    // 128x192 (K 1024-1536); from K 2048 up 128x192 with TMA scale loads leads
+    // (docs/decisions/0006-gemm-short-k-cut.md).
     if (nt && groups == 1 && k <= kShortK && (rows + 191) / 192 >= 2) {
       c.block_m = 192;
       c.block_n = 128;

@@ -134,7 +134,8 @@ constexpr int kOutBoxRows = 64;
 
 // Whether tiles `block_n` wide have the epilogue's TMA-store path (KernelParams::d_tma): 128 and
 // 192. The 64- and 32-wide tiles (small-M shapes, a tile or two per CTA) are built without it:
-// with the path compiled in, though not taken, 128x64 and 64x64 run 3-8% slower on an H100.
+// with the path compiled in, though not taken, 128x64 and 64x64 run 3-8% slower on an H100
+// (docs/decisions/0003-gemm-tma-store-epilogue.md).
 constexpr bool TileStoresByTma(int block_n) { return block_n >= 128; }
 
 // Whether this tile and stage count has an instantiation with the TMA scale tiles (16 bytes per

@@ -50,7 +50,7 @@ constexpr int SmemBytes(int block_m, int block_n, int stages, int row) {
 // NOTE: TMA scale loads make 128x192 in clusters of 2 about 5% faster on an H100, but unclustered
 // 128x192, 192x128, 64x64 and M-grouped slower, and TN on 128x192 loses 6% from the larger scale
 // rows alone (a smaller L1), hence a separate instantiation; the 128x128 tile with 6 stages and
-// 128x64 with 8 have no room for them (docs/decisions/).
+// 128x64 with 8 have no room for them (docs/decisions/0002-gemm-tma-scale-loads.md).
 constexpr bool TmaScales(int block_m, int block_n, int stages) {
   return block_m == 128 && block_n == 192 &&
          SmemBytes(block_m, block_n, stages, kScaleBoxCols) <= kMaxSmemBytes;

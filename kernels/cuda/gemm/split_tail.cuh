@@ -107,7 +107,7 @@ inline uint64_t SplitFlagBytes(int sm_count) {
 // split fields (flags cleared on `stream`); leaves them at "no split" when the tail fits no split
 // or the workspace (`workspace_bytes`, sized for `sm_count` SMs) is too small.
 // NOTE: slices spread over two waves (tail > clusters / 2) lose: twice the partials' round trips
-// cost more than the third of a wave they save.
+// cost more than the third of a wave they save (docs/decisions/0005-gemm-split-tail.md).
 template <int kBlockM, int kBlockN, int kCluster>
 cudaError_t PlanSplitTail(KernelParams& p, int resident, int& num_ctas, int sm_count,
                           void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "kerneld/kernels/client_string.h"
+#include "server/log.h"
 
 namespace kd {
 namespace {
@@ -158,6 +159,7 @@ class TuneReactor : public grpc::ServerWriteReactor<v1::TuneProgress> {
     }
     metrics_.ObserveRpc("Tune", absl::StatusCodeToString(status.code()),
                         absl::ToDoubleSeconds(absl::Now() - start_));
+    LogRequestOutcome("Tune", "", "", status);
     Finish(ToGrpcStatus(status));
   }
 

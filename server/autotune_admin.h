@@ -27,7 +27,8 @@ grpc::ServerUnaryReactor* HandleClearCache(AutotuneManager& tuning, const RpcCal
                                            v1::ClearCacheResponse* resp);
 
 // Streams one TuneProgress per shape, then one with done=true. The tune runs on its own thread
-// (a callback never blocks); a cancelled call stops it between shapes.
+// (a callback never blocks); a cancelled call (the client went away, its deadline passed) stops
+// it within one kernel run and finishes with CANCELLED.
 grpc::ServerWriteReactor<v1::TuneProgress>* StartTune(AutotuneManager& tuning, Metrics& metrics,
                                                       const v1::TuneRequest& req);
 

@@ -1,11 +1,16 @@
 #include "kerneld/server/autotune_manager.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/client_string.h"
@@ -31,11 +36,7 @@ struct AutotuneManager::ModelCache {
 namespace {
 
 // 1 ms .. ~500 s: a tune measures every candidate of one shape.
-prometheus::Histogram::BucketBoundaries TuneBuckets() {
-  prometheus::Histogram::BucketBoundaries b;
-  for (double v = 1e-3; v < 600.0; v *= 2) b.push_back(v);
-  return b;
-}
+prometheus::Histogram::BucketBoundaries TuneBuckets() { return DoublingBuckets(1e-3, 600.0); }
 
 // A file-name-safe form of a device model: letters and digits kept, runs of others as '_'.
 std::string FileSafe(absl::string_view s) {
@@ -123,7 +124,16 @@ AutotuneManager::AutotuneManager(BackendRegistry* backends, Metrics* metrics,
 }
 
 AutotuneManager::~AutotuneManager() {
+  Stop();
   for (auto& c : caches_) c->background.reset();
+}
+
+void AutotuneManager::Stop() {
+  if (stopping_.exchange(true)) return;
+  // kctl tunes poll stopping_; the executor may still Enqueue into a stopped tuner (refused).
+  for (auto& c : caches_) {
+    if (c->background) c->background->Stop();
+  }
 }
 
 absl::Status AutotuneManager::Start() {
@@ -162,6 +172,7 @@ absl::Status AutotuneManager::Start() {
       o.validators.arch = p.arch;
       o.validators.driver_version = p.driver_version;
       o.validators.runtime_version = p.runtime_version;
+      o.lock_timeout = options_.lock_timeout;
       o.spaces = &ConfigSpaceRegistry::Builtin();
       o.log = [](absl::string_view line) {
         Log("autotune: %.*s", static_cast<int>(line.size()), line.data());
@@ -169,6 +180,7 @@ absl::Status AutotuneManager::Start() {
       c->cache = std::make_unique<TuneCache>(o);
       if (!c->path.empty()) {
         absl::StatusOr<size_t> n = c->cache->Load();
+        if (absl::IsDeadlineExceeded(n.status())) return n.status();
         if (n.ok()) {
           loaded += *n;
         } else {
@@ -193,6 +205,67 @@ absl::Status AutotuneManager::Start() {
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   Log("autotune: %zu cached configs loaded in %.1f ms%s", loaded, took.count() * 1e3,
       options_.cache_dir.empty() ? " (caches in memory only)" : "");
+  if (!options_.import_path.empty()) return ImportAtStart(options_.import_path);
+  return absl::OkStatus();
+}
+
+absl::Status AutotuneManager::ImportAtStart(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("autotune_import=", path, ": ", strerror(errno)));
+  }
+  std::vector<std::string> files;
+  if (S_ISDIR(st.st_mode)) {
+    DIR* dir = opendir(path.c_str());
+    if (dir == nullptr) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("autotune_import=", path, ": ", strerror(errno)));
+    }
+    while (dirent* e = readdir(dir)) {
+      const std::string name = e->d_name;
+      // A ConfigMap volume also holds ..data and ..<timestamp> links: only *.cache counts.
+      if (name.size() > 6 && name[0] != '.' && absl::EndsWith(name, ".cache")) {
+        files.push_back(absl::StrCat(path, "/", name));
+      }
+    }
+    closedir(dir);
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  for (const std::string& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      return absl::PermissionDeniedError(absl::StrCat("autotune_import: cannot read ", file));
+    }
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    absl::StatusOr<CacheFile> parsed = ParseCacheFile(bytes.str());
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(),
+                          absl::StrCat("autotune_import: ", file, ": ", parsed.status().message()));
+    }
+    ModelCache* target = nullptr;
+    for (const auto& c : caches_) {
+      if (c->cache->options().validators.Mismatch(parsed->validators).empty()) target = c.get();
+    }
+    if (target == nullptr) {
+      const ModelCache* def = Find(backends_->Default(), 0);
+      Log("autotune: import %s skipped: no device of this node matches it (%s)", file.c_str(),
+          def == nullptr ? "no tune cache"
+                         : parsed->validators.Mismatch(def->cache->options().validators).c_str());
+      continue;
+    }
+    absl::StatusOr<ImportResult> r = target->cache->Import(bytes.str());
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("autotune_import: ", file, ": ", r.status().message()));
+    }
+    Log("autotune: import %s: %u entries imported, %u rejected%s%s", file.c_str(), r->imported,
+        r->rejected, r->reasons.empty() ? "" : " (first: ",
+        r->reasons.empty() ? "" : (r->reasons.front() + ")").c_str());
+    if (r->imported > 0) Persist(*target);
+  }
   return absl::OkStatus();
 }
 
@@ -318,6 +391,7 @@ TuneKey AutotuneManager::GemmKey(const ModelCache& c, const GemmTuneShape& s) co
 absl::Status AutotuneManager::Tune(const TuneJob& job,
                                    const std::function<void(const TuneProgressEvent&)>& progress,
                                    const std::function<bool()>& cancelled) {
+  if (stopping_.load()) return absl::UnavailableError("the daemon is shutting down");
   Backend* backend = job.backend.empty() ? backends_->Default() : backends_->GetByName(job.backend);
   if (backend == nullptr) {
     return absl::NotFoundError(
@@ -352,14 +426,22 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
             absl::StrCat("the ", backend->name(), " backend has no tuning harness yet")));
       });
   WallTimer timer;
-  TuneKeys(
+  const TuneBatchSummary summary = TuneKeys(
       keys, *c->cache, ConfigSpaceRegistry::Builtin(), harness, timer, options,
       [&](const TuneProgressEvent& e) {
         Record(e);
         if (progress) progress(e);
       },
-      cancelled);
-  Persist(*c);
+      [&] { return stopping_.load(std::memory_order_relaxed) || (cancelled && cancelled()); });
+  if (summary.tuned > 0) Persist(*c);
+  if (summary.cancelled) {
+    Log("autotune: tune cancelled after %d of %zu shapes (%s)", summary.tuned, keys.size(),
+        stopping_.load() ? "the daemon is shutting down" : "the caller went away");
+    if (stopping_.load()) {
+      return absl::UnavailableError("the daemon is shutting down; the tune was cancelled");
+    }
+    return absl::CancelledError("the tune was cancelled");
+  }
   return absl::OkStatus();
 }
 

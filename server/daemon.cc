@@ -206,10 +206,21 @@ void Daemon::Drain() {
 void Daemon::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time start = absl::Now();
+  const bool serving = data_server_ != nullptr;
+  if (serving) Drain();
   draining_ = true;
-  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoSeconds(grace);
   // No new connections, and the fd socket's connections close.
   if (acceptor_) acceptor_->Stop();
+  // Tuning is cancelled, not waited for: a tune can take minutes, and what it measured is
+  // redone on the next `kctl tune` or miss.
+  if (autotune_) autotune_->Stop();
+  // A session's OpenSession stream lasts as long as the session: end every session first, so
+  // that what the servers wait for below is only the calls already admitted (unary ops, ring
+  // requests), and an idle daemon stops at once instead of after the whole grace. Before the
+  // executor goes: a session's submit ring thread submits to it.
+  if (sessions_) sessions_->CloseAll("daemon shutting down");
+  const auto deadline = absl::ToChronoTime(start + grace);
   if (data_server_) data_server_->Shutdown(deadline);
   if (admin_server_) admin_server_->Shutdown(deadline);
   if (reaper_.joinable()) {
@@ -218,10 +229,8 @@ void Daemon::Shutdown(absl::Duration grace) {
   }
   data_server_.reset();
   admin_server_.reset();
-  // Before the executor goes: a session's submit ring thread submits to it.
-  if (sessions_) sessions_->CloseAll("daemon shutting down");
   executor_.reset();  // finishes what was queued
-  autotune_.reset();  // after the executor, whose hook it is; finishes a background tune
+  autotune_.reset();  // after the executor, whose hook it is
   sessions_.reset();  // releases every buffer
   // Only the socket files this daemon bound, and only then its locks.
   acceptor_.reset();
@@ -230,6 +239,10 @@ void Daemon::Shutdown(absl::Duration grace) {
   admin_listener_.reset();
   data_lock_.reset();
   admin_lock_.reset();
+  if (serving) {
+    Log("drained in %.3f s (grace %s)", absl::ToDoubleSeconds(absl::Now() - start),
+        absl::FormatDuration(grace).c_str());
+  }
 }
 
 void Daemon::ReapLoop() {

@@ -9,6 +9,7 @@
 #include "kerneld/kernels/status_macros.h"
 #include "kerneld/server/proto_convert.h"
 #include "server/host_memory.h"
+#include "server/log.h"
 #include "server/rpc_call.h"
 #include "server/services.h"
 #include "server/submit_ring_server.h"
@@ -192,6 +193,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     auto fail = [&](const absl::Status& s) {
       daemon_->metrics().ObserveRpc("OpenSession", absl::StatusCodeToString(s.code()),
                                     absl::ToDoubleSeconds(absl::Now() - start));
+      LogRequestOutcome("OpenSession", "", "", s);
       class Failed : public grpc::ServerWriteReactor<v1::SessionEvent> {
        public:
         explicit Failed(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
@@ -204,6 +206,9 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
         req->client_name(), req->lease_seconds(), daemon_->peers().Find(ctx->peer()));
     if (!session.ok()) return fail(session.status());
     daemon_->metrics().ObserveRpc("OpenSession", "OK", absl::ToDoubleSeconds(absl::Now() - start));
+    const absl::string_view tag = SessionTag((*session)->id());
+    Log("session %.*s opened: client=\"%s\" lease=%us", static_cast<int>(tag.size()), tag.data(),
+        OneLine((*session)->client_name()).c_str(), (*session)->lease_seconds());
     return new SessionStream(daemon_, *std::move(session),
                              std::string(daemon_->backends().Default()->name()));
   }
@@ -212,6 +217,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                          const v1::CloseSessionRequest* req,
                                          v1::CloseSessionResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "CloseSession", ctx);
+    call.set_session(&req->session_id());
     absl::StatusOr<uint32_t> released =
         daemon_->sessions().Close(req->session_id(), "closed by the client");
     if (!released.ok()) return call.Finish(released.status());
@@ -223,6 +229,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                            const v1::RegisterBufferRequest* req,
                                            v1::RegisterBufferResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "RegisterBuffer", ctx);
+    call.set_session(&req->session_id());
     Caller caller;
     caller.connection = daemon_->peers().Find(ctx->peer());
     return call.Finish(DoRegister(*req, resp, caller));
@@ -232,6 +239,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                            const v1::AllocateBufferRequest* req,
                                            v1::AllocateBufferResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "AllocateBuffer", ctx);
+    call.set_session(&req->session_id());
     Caller caller;
     return call.Finish(DoAllocate(*req, resp, caller, nullptr));
   }
@@ -240,6 +248,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                           const v1::ReleaseBufferRequest* req,
                                           v1::ReleaseBufferResponse*) override {
     RpcCall call(&daemon_->metrics(), "ReleaseBuffer", ctx);
+    call.set_session(&req->session_id());
     absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Find(req->session_id());
     if (!session.ok()) return call.Finish(session.status());
     return call.Finish(daemon_->sessions().Release(**session, req->buffer_id()));
@@ -286,6 +295,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                              const v1::AttachSubmitRingRequest* req,
                                              v1::AttachSubmitRingResponse* resp) override {
     RpcCall call(&daemon_->metrics(), "AttachSubmitRing", ctx);
+    call.set_session(&req->session_id());
     Caller caller;
     caller.connection = daemon_->peers().Find(ctx->peer());
     return call.Finish(DoAttachRing(*req, resp, caller));
@@ -449,10 +459,11 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     StartOps(
         start, session_id, *completion, op_count, batched, /*caller_may_block=*/true,
         [&r](OpBinder& b, std::vector<Op>& ops) { return BindRing(r, b, ops); },
-        [metrics = &daemon_->metrics(), method, start, reply = std::move(reply)](
-            const absl::Status& status, double seconds) {
+        [metrics = &daemon_->metrics(), method, start, session = session_id,
+         reply = std::move(reply)](const absl::Status& status, double seconds) {
           metrics->ObserveRpc(method, absl::StatusCodeToString(status.code()),
                               absl::ToDoubleSeconds(absl::Now() - start));
+          LogRequestOutcome(method, session, "", status);
           reply(status, seconds);
         });
   }
@@ -572,6 +583,7 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   grpc::ServerUnaryReactor* RunOps(RpcCall call, const std::string& session_id,
                                    const v1::Completion& completion, int op_count, bool batched,
                                    BuildFn build, std::function<void(double)> set_seconds) {
+    call.set_session(&session_id);
     StartOps(
         call.start(), session_id, completion, op_count, batched, /*caller_may_block=*/false, build,
         [call, set_seconds = std::move(set_seconds)](const absl::Status& status, double seconds) {

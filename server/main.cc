@@ -1,14 +1,21 @@
 // kerneld: the per-node FP8 kernel daemon. See README.md for how to run it.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "kerneld/server/daemon.h"
+#include "server/build_info.h"
 #include "server/log.h"
+#include "server/service_notify.h"
 
 ABSL_FLAG(std::string, socket, "/run/kerneld/kerneld.sock",
           "Unix socket of the data plane (mode 0660), the one trainer processes connect to.");
@@ -44,10 +51,51 @@ ABSL_FLAG(std::string, autotune_cache_dir, "",
           "(e.g. /var/lib/kerneld); empty: caches in memory only.");
 ABSL_FLAG(bool, autotune_background, false,
           "Tune cache misses in the background (requests keep running the default meanwhile).");
+ABSL_FLAG(std::string, autotune_import, "",
+          "At start, import this cache file (from `kctl cache export`) or every *.cache file of "
+          "this directory into the cache whose validators (device, driver, runtime, kerneld "
+          "version) it matches; files of other GPU models are skipped. Empty: none.");
+ABSL_FLAG(absl::Duration, autotune_lock_timeout, absl::Seconds(10),
+          "How long loading or saving an autotune cache file waits for its lock file; at start, "
+          "not getting it is an error (another process holds it).");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM or SIGINT: how long requests already admitted may take to finish before "
+          "they are cancelled. Tunes are cancelled at once; an idle daemon exits at once. A second "
+          "signal exits immediately.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Least severe log lines written to stderr: debug (adds one line per refused request), "
+          "info (start, stop, sessions opened and closed, tunes), warning, error.");
+
+namespace {
+
+// `kerneld --help` lists the daemon's own flags. Abseil's default shows only flags defined in a
+// file named after the program (kerneld.cc), which left --help with "No flags matched".
+bool IsKerneldFlagFile(absl::string_view path) { return absl::StrContains(path, "server/"); }
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("kerneld: serves FP8 quantize, gemm and pad kernels over gRPC.");
+  absl::FlagsUsageConfig usage;
+  usage.contains_helpshort_flags = IsKerneldFlagFile;
+  usage.contains_help_flags = IsKerneldFlagFile;
+  usage.version_string = [] { return kd::VersionText(); };
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "serves FP8 quantize, gemm and pad kernels to trainer processes over gRPC on a Unix "
+      "socket.\nUsage: kerneld [--flag=value]...   (--helpfull also lists the libraries' flags)");
   absl::ParseCommandLine(argc, argv);
+  kd::LogLevel level;
+  if (!kd::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    std::fprintf(stderr, "kerneld: --log_level=%s must be one of debug, info, warning, error\n",
+                 absl::GetFlag(FLAGS_log_level).c_str());
+    return 2;
+  }
+  kd::SetLogLevel(level);
+  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  if (grace < absl::ZeroDuration()) {
+    std::fprintf(stderr, "kerneld: --shutdown_grace must be >= 0\n");
+    return 2;
+  }
 
   // Block the stop signals before any thread starts, so that only sigwait below sees them.
   sigset_t stop_signals;
@@ -77,16 +125,34 @@ int main(int argc, char** argv) {
   options.ring_spin = absl::Microseconds(absl::GetFlag(FLAGS_ring_spin_us));
   options.autotune.cache_dir = absl::GetFlag(FLAGS_autotune_cache_dir);
   options.autotune.background = absl::GetFlag(FLAGS_autotune_background);
+  options.autotune.import_path = absl::GetFlag(FLAGS_autotune_import);
+  options.autotune.lock_timeout = absl::GetFlag(FLAGS_autotune_lock_timeout);
 
+  kd::Log("kerneld %s (commit %s, cuda backend %s) starting", kd::KerneldVersion(),
+          kd::BuildCommit(), kd::BuiltWithCuda() ? "built in" : "not built");
   kd::Daemon daemon(options);
   if (absl::Status s = daemon.Start(); !s.ok()) {
-    kd::Log("cannot start: %s", s.ToString().c_str());
+    kd::LogAt(kd::LogLevel::kError, "cannot start: %s", s.ToString().c_str());
     return 1;
+  }
+  // Ready: both sockets are bound and serving (systemd's Type=notify).
+  if (absl::Status s = kd::NotifyServiceManager("READY=1\nSTATUS=serving"); !s.ok()) {
+    kd::LogAt(kd::LogLevel::kWarning, "cannot notify the service manager: %s",
+              s.ToString().c_str());
   }
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  kd::Log("signal %d: shutting down", sig);
-  daemon.Shutdown(absl::Seconds(5));
+  kd::Log("signal %d (%s): draining, grace %s", sig, strsignal(sig),
+          absl::FormatDuration(grace).c_str());
+  kd::NotifyServiceManager("STOPPING=1\nSTATUS=draining").IgnoreError();
+  // A second stop signal means "now": an operator who cannot wait out the grace.
+  std::thread([stop_signals] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    kd::LogAt(kd::LogLevel::kWarning, "signal %d again: exiting without draining", again);
+    _exit(1);
+  }).detach();
+  daemon.Shutdown(grace);
   kd::Log("stopped");
   return 0;
 }

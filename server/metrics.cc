@@ -5,23 +5,17 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/build_info.h"
+#include "server/process_metrics.h"
 
 namespace kd {
 namespace {
 
 // 1 µs .. ~33 s, x2 per bucket: kernels span microseconds (small quantize) to seconds (CPU gemm).
-prometheus::Histogram::BucketBoundaries KernelBuckets() {
-  prometheus::Histogram::BucketBoundaries b;
-  for (double v = 1e-6; v < 40.0; v *= 2) b.push_back(v);
-  return b;
-}
+prometheus::Histogram::BucketBoundaries KernelBuckets() { return DoublingBuckets(1e-6, 40.0); }
 
-// 10 µs .. ~40 s.
-prometheus::Histogram::BucketBoundaries RpcBuckets() {
-  prometheus::Histogram::BucketBoundaries b;
-  for (double v = 1e-5; v < 50.0; v *= 2) b.push_back(v);
-  return b;
-}
+// 8 µs .. ~67 s, on the kernel buckets' bounds.
+prometheus::Histogram::BucketBoundaries RpcBuckets() { return DoublingBuckets(8e-6, 70.0); }
 
 // The label values joined with '\x1f' (which no label value holds), in a buffer of the calling
 // thread: looking a series up allocates nothing once the buffer has grown.
@@ -39,8 +33,15 @@ absl::string_view JoinKey(std::initializer_list<absl::string_view> values) {
 
 }  // namespace
 
+prometheus::Histogram::BucketBoundaries DoublingBuckets(double first, double below) {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = first; v < below; v *= 2) b.push_back(v);  // doubling is exact
+  return b;
+}
+
 Metrics::Metrics(const std::string& version, const std::string& backends)
-    : registry_(std::make_shared<prometheus::Registry>()) {
+    : registry_(std::make_shared<prometheus::Registry>()),
+      process_(std::make_shared<ProcessCollector>()) {
   kernel_duration_ =
       &prometheus::BuildHistogram()
            .Name("kerneld_kernel_duration_seconds")
@@ -91,9 +92,9 @@ Metrics::Metrics(const std::string& version, const std::string& backends)
   }
   prometheus::BuildGauge()
       .Name("kerneld_build_info")
-      .Help("Constant 1, labelled with the version and the backends found.")
+      .Help("Constant 1, labelled with the version, the commit built and the backends found.")
       .Register(*registry_)
-      .Add({{"version", version}, {"backends", backends}})
+      .Add({{"version", version}, {"commit", BuildCommit()}, {"backends", backends}})
       .Set(1);
 }
 
@@ -104,6 +105,7 @@ absl::Status Metrics::Serve(const std::string& address) {
     return absl::UnavailableError(absl::StrCat("metrics_address=", address, ": ", e.what()));
   }
   exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(process_);
   const auto ports = exposer_->GetListeningPorts();
   const std::string host = address.substr(0, address.rfind(':'));
   address_ = ports.empty() ? address : absl::StrCat(host, ":", ports.front());

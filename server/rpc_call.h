@@ -9,6 +9,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kerneld/server/metrics.h"
 #include "kerneld/server/proto_convert.h"
+#include "server/log.h"
 
 namespace kd {
 
@@ -18,10 +19,16 @@ class RpcCall {
   RpcCall(Metrics* metrics, const char* method, grpc::CallbackServerContext* ctx)
       : metrics_(metrics), method_(method), reactor_(ctx->DefaultReactor()), start_(absl::Now()) {}
 
-  // Records kerneld_rpc_* and finishes the RPC. Call exactly once.
+  // The session the request names, for the log line of a refused or failed call. `session`
+  // must outlive the call (a field of the request does).
+  void set_session(const std::string* session) { session_ = session; }
+
+  // Records kerneld_rpc_*, logs a refusal or failure (LogRequestOutcome) and finishes the RPC.
+  // Call exactly once.
   grpc::ServerUnaryReactor* Finish(const absl::Status& status) const {
     metrics_->ObserveRpc(method_, absl::StatusCodeToString(status.code()),
                          absl::ToDoubleSeconds(absl::Now() - start_));
+    LogRequestOutcome(method_, session_ == nullptr ? "" : *session_, "", status);
     reactor_->Finish(ToGrpcStatus(status));
     return reactor_;
   }
@@ -31,6 +38,7 @@ class RpcCall {
  private:
   Metrics* metrics_;
   const char* method_;
+  const std::string* session_ = nullptr;
   grpc::ServerUnaryReactor* reactor_;
   absl::Time start_;
 };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/status_macros.h"
+#include "server/log.h"
 
 namespace kd {
 namespace {
@@ -183,6 +184,10 @@ absl::StatusOr<uint32_t> SessionManager::Close(const std::string& session_id,
   const uint32_t released = buffers.size();
   buffers.clear();  // unmaps / returns to the pool, unless an op in flight still holds a region
   events.clear();
+  const absl::string_view tag = SessionTag(session_id);
+  Log("session %.*s closed (%s): %u buffers released after %.1f s", static_cast<int>(tag.size()),
+      tag.data(), reason.c_str(), released,
+      absl::ToDoubleSeconds(absl::Now() - session->created()));
   if (hook) hook(reason);
   return released;
 }

@@ -245,7 +245,7 @@ absl::Status TuneCache::SetAside(const std::string& why) const {
 absl::StatusOr<size_t> TuneCache::Load() {
   if (options_.path.empty()) return absl::FailedPreconditionError("the cache has no file path");
   absl::StatusOr<autotune_internal::FileLock> lock =
-      autotune_internal::FileLock::Acquire(options_.path + ".lock");
+      autotune_internal::FileLock::Acquire(options_.path + ".lock", options_.lock_timeout);
   if (!lock.ok()) return lock.status();
   absl::StatusOr<std::optional<std::string>> bytes =
       autotune_internal::ReadFileIfExists(options_.path);
@@ -293,7 +293,7 @@ absl::StatusOr<size_t> TuneCache::Load() {
 
 absl::Status TuneCache::Save() const {
   if (options_.path.empty()) return absl::FailedPreconditionError("the cache has no file path");
-  return WriteFileAtomically(options_.path, Export());
+  return WriteFileAtomically(options_.path, Export(), options_.lock_timeout);
 }
 
 std::optional<GemmKernelConfig> TuneCache::Lookup(const TuneKey& key) {

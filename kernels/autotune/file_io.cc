@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "kerneld/kernels/autotune_cache.h"
 
 namespace kd {
@@ -51,19 +52,30 @@ std::string DirectoryOf(const std::string& path) {
 
 std::string ErrnoText() { return std::string(strerror(errno)); }
 
-absl::StatusOr<FileLock> FileLock::Acquire(const std::string& lock_path) {
+absl::StatusOr<FileLock> FileLock::Acquire(const std::string& lock_path, absl::Duration timeout) {
   const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return Internal("open", lock_path);
-  int rc;
-  do {
-    rc = flock(fd, LOCK_EX);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    const absl::Status s = Internal("flock", lock_path);
-    close(fd);
-    return s;
+  const bool forever = timeout == absl::InfiniteDuration();
+  const absl::Time deadline = absl::Now() + timeout;
+  // flock has no timeout of its own: poll the non-blocking form (writers hold it for one
+  // write, so a lock held for long belongs to a stuck or foreign process).
+  while (true) {
+    if (flock(fd, forever ? LOCK_EX : LOCK_EX | LOCK_NB) == 0) return FileLock(fd);
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      const absl::Status s = Internal("flock", lock_path);
+      close(fd);
+      return s;
+    }
+    if (absl::Now() >= deadline) {
+      close(fd);
+      return absl::DeadlineExceededError(
+          absl::StrCat("cannot lock ", lock_path, " within ", absl::FormatDuration(timeout),
+                       ": another process holds it (another kerneld on the same "
+                       "--autotune_cache_dir, or one stuck writing it)"));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
   }
-  return FileLock(fd);
 }
 
 FileLock::~FileLock() {
@@ -97,9 +109,10 @@ absl::StatusOr<std::optional<std::string>> ReadFileIfExists(const std::string& p
 
 }  // namespace autotune_internal
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes,
+                                 absl::Duration lock_timeout) {
   using autotune_internal::FileLock;
-  absl::StatusOr<FileLock> lock = FileLock::Acquire(path + ".lock");
+  absl::StatusOr<FileLock> lock = FileLock::Acquire(path + ".lock", lock_timeout);
   if (!lock.ok()) return lock.status();
   // One writer at a time holds the lock, so a fixed temp name is safe, and a temp file left by
   // a writer that died is simply truncated and reused.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kd {
 namespace autotune_internal {
@@ -15,8 +16,10 @@ namespace autotune_internal {
 // is what makes a crash mid-write harmless to the next writer).
 class FileLock {
  public:
-  // Blocks until the lock on `lock_path` (created if missing) is held. INTERNAL on failure.
-  static absl::StatusOr<FileLock> Acquire(const std::string& lock_path);
+  // Waits up to `timeout` for the lock on `lock_path` (created if missing). DEADLINE_EXCEEDED
+  // naming the file when another holder kept it that long; INTERNAL on other failures.
+  static absl::StatusOr<FileLock> Acquire(const std::string& lock_path,
+                                          absl::Duration timeout = absl::InfiniteDuration());
   FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   FileLock& operator=(FileLock&&) = delete;
   FileLock(const FileLock&) = delete;

@@ -9,7 +9,7 @@ namespace {
 // Tunes one key and stores the result; the status says why it was not stored.
 TuneProgressEvent TuneOne(const TuneKey& key, TuneCache& cache, const ConfigSpaceRegistry& spaces,
                           const HarnessFactory& make_harness, Timer& timer,
-                          const TuneOptions& options) {
+                          const TuneOptions& options, const CancelFn& cancelled) {
   TuneProgressEvent event;
   event.key = key;
   const std::optional<CacheEntry> current = cache.Get(key);
@@ -28,8 +28,8 @@ TuneProgressEvent TuneOne(const TuneKey& key, TuneCache& cache, const ConfigSpac
     event.status = harness.status();
     return event;
   }
-  absl::StatusOr<TuneResult> result =
-      Tune(key, spaces, **harness, timer, options, current.has_value() ? current->config : "");
+  absl::StatusOr<TuneResult> result = Tune(key, spaces, **harness, timer, options,
+                                           current.has_value() ? current->config : "", cancelled);
   if (!result.ok()) {
     event.status = result.status();
     return event;
@@ -61,13 +61,18 @@ TuneBatchSummary TuneKeys(const std::vector<TuneKey>& keys, TuneCache& cache,
       summary.cancelled = true;
       break;
     }
-    TuneProgressEvent event = TuneOne(keys[i], cache, spaces, make_harness, timer, options);
+    TuneProgressEvent event =
+        TuneOne(keys[i], cache, spaces, make_harness, timer, options, cancelled);
     event.index = i;
     event.total = total;
     const double elapsed = timer.Now() - start;
     event.eta_seconds = elapsed / (i + 1) * (total - i - 1);
     (event.status.ok() ? summary.tuned : summary.failed) += 1;
     if (progress) progress(event);
+    if (absl::IsCancelled(event.status)) {
+      summary.cancelled = true;
+      break;
+    }
   }
   summary.elapsed_seconds = timer.Now() - start;
   return summary;
@@ -88,11 +93,14 @@ BackgroundTuner::BackgroundTuner(TuneCache& cache, const ConfigSpaceRegistry& sp
       worker_([this] { Work(); }) {}
 
 BackgroundTuner::~BackgroundTuner() {
-  {
-    absl::MutexLock l(&mu_);
-    stop_ = true;
-  }
+  Stop();
   worker_.join();
+}
+
+void BackgroundTuner::Stop() {
+  cancel_.store(true);
+  absl::MutexLock l(&mu_);
+  stop_ = true;
 }
 
 bool BackgroundTuner::Enqueue(const TuneKey& key) {
@@ -129,7 +137,8 @@ void BackgroundTuner::Work() {
       queue_.pop_front();
       busy_ = true;
     }
-    TuneProgressEvent event = TuneOne(key, cache_, spaces_, make_harness_, *timer_, options_);
+    TuneProgressEvent event = TuneOne(key, cache_, spaces_, make_harness_, *timer_, options_,
+                                      [this] { return cancel_.load(std::memory_order_relaxed); });
     if (on_tuned_) on_tuned_(event);
     absl::MutexLock l(&mu_);
     queued_.erase(key.ToString());

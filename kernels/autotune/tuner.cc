@@ -33,25 +33,38 @@ absl::Status CheckOptions(const TuneOptions& o) {
   return absl::OkStatus();
 }
 
+// The fewest timed runs a median and a spread are taken from (TuneOptions::repeats' minimum).
+constexpr int kMinSamples = 3;
+
 class Measurer {
  public:
-  Measurer(TuneHarness& harness, Timer& timer, const TuneOptions& options)
-      : harness_(harness), timer_(timer), options_(options) {}
+  Measurer(TuneHarness& harness, Timer& timer, const TuneOptions& options,
+           const CancelFn& cancelled, double deadline)
+      : harness_(harness),
+        timer_(timer),
+        options_(options),
+        cancelled_(cancelled),
+        deadline_(deadline) {}
 
-  // Correctness first, then warm-up, then the timed repeats.
+  // Correctness first, then warm-up, then the timed repeats. A measurement the deadline cuts
+  // has status DEADLINE_EXCEEDED and the timed runs made so far in `measured`.
   CandidateResult Measure(const std::string& config) {
     CandidateResult r;
     r.config = config;
-    r.status = harness_.Run(config);
+    r.status = Stop(config, 0);
+    if (r.status.ok()) r.status = harness_.Run(config);
     if (r.status.ok()) r.status = harness_.CheckOutput();
-    for (int i = 0; r.status.ok() && i < options_.warmup; ++i) r.status = harness_.Run(config);
+    for (int i = 0; r.status.ok() && i < options_.warmup; ++i) {
+      r.status = Stop(config, 0);
+      if (r.status.ok()) r.status = harness_.Run(config);
+    }
     if (!r.status.ok()) return r;
     std::vector<double> samples;
     for (int i = 0; i < options_.repeats; ++i) {
-      absl::StatusOr<double> t = TimeOnce(config);
+      absl::StatusOr<double> t = TimeOnce(config, i);
       if (!t.ok()) {
         r.status = t.status();
-        return r;
+        break;
       }
       samples.push_back(*t);
     }
@@ -60,14 +73,15 @@ class Measurer {
   }
 
   // Both configs once more, alternating run by run, so that a slow phase of the machine hits
-  // both alike. Returns {incumbent, challenger}, or the first error.
+  // both alike. Returns {incumbent, challenger}, or the first error (DEADLINE_EXCEEDED or
+  // CANCELLED included: a round cut short decides nothing).
   absl::StatusOr<std::pair<Measurement, Measurement>> MeasurePair(const std::string& inc,
                                                                   const std::string& ch) {
     std::vector<double> a, b;
     for (int i = 0; i < options_.repeats; ++i) {
-      absl::StatusOr<double> ta = TimeOnce(inc);
+      absl::StatusOr<double> ta = TimeOnce(inc, i);
       if (!ta.ok()) return ta.status();
-      absl::StatusOr<double> tb = TimeOnce(ch);
+      absl::StatusOr<double> tb = TimeOnce(ch, i);
       if (!tb.ok()) return tb.status();
       a.push_back(*ta);
       b.push_back(*tb);
@@ -75,8 +89,25 @@ class Measurer {
     return std::make_pair(Summarize(std::move(a)), Summarize(std::move(b)));
   }
 
+  bool cancelled() const { return cancelled_ && cancelled_(); }
+  bool past_deadline() { return deadline_ > 0 && timer_.Now() >= deadline_; }
+
  private:
-  absl::StatusOr<double> TimeOnce(const std::string& config) {
+  // Whether the next run may start: CANCELLED or DEADLINE_EXCEEDED (naming how far `config`
+  // got) when not.
+  absl::Status Stop(const std::string& config, int timed_runs) {
+    if (cancelled()) return absl::CancelledError("the tune was cancelled");
+    if (past_deadline()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("budget_seconds=", options_.budget_seconds, " ran out while measuring ",
+                       config, " (", timed_runs, " of ", options_.repeats, " timed runs)"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> TimeOnce(const std::string& config, int timed_runs) {
+    const absl::Status stop = Stop(config, timed_runs);
+    if (!stop.ok()) return stop;
     harness_.EvictCaches();
     absl::StatusOr<double> t = timer_.Time(config, [&] { return harness_.Run(config); });
     if (!t.ok()) return t;
@@ -87,7 +118,17 @@ class Measurer {
   TuneHarness& harness_;
   Timer& timer_;
   const TuneOptions& options_;
+  const CancelFn& cancelled_;
+  const double deadline_;  // on Timer::Now(); 0: none
 };
+
+// A measurement cut by the deadline still serves as the config to beat when it has enough
+// timed runs to give a median and a spread.
+void KeepIfUsable(CandidateResult& r) {
+  if (absl::IsDeadlineExceeded(r.status) && r.measured.samples >= kMinSamples) {
+    r.status = absl::OkStatus();
+  }
+}
 
 }  // namespace
 
@@ -130,7 +171,7 @@ bool Beats(const Measurement& challenger, const Measurement& incumbent,
 
 absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& spaces,
                                 TuneHarness& harness, Timer& timer, const TuneOptions& options,
-                                absl::string_view incumbent) {
+                                absl::string_view incumbent, const CancelFn& cancelled) {
   const absl::Status options_ok = CheckOptions(options);
   if (!options_ok.ok()) return options_ok;
   const ConfigSpace* space = spaces.Find(key);
@@ -147,8 +188,11 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
   if (!incumbent.empty() && incumbent != result.default_config && space->resolve(incumbent).ok()) {
     result.incumbent = std::string(incumbent);
   }
-  Measurer measurer(harness, timer, options);
   const double start = timer.Now();
+  const double deadline = options.budget_seconds > 0 ? start + options.budget_seconds : 0;
+  Measurer measurer(harness, timer, options, cancelled, deadline);
+  const absl::Status cancelled_status = absl::CancelledError(
+      absl::StrCat("tuning ", key.ToString(), " was cancelled; nothing was stored"));
 
   // The config to beat, with its measurement.
   std::optional<CandidateResult> best;
@@ -176,11 +220,13 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
   };
 
   CandidateResult def = measurer.Measure(result.default_config);
+  KeepIfUsable(def);
   const absl::Status default_status = def.status;
   if (def.status.ok()) result.default_measured = def.measured;
   if (!result.incumbent.empty()) {
     // The incumbent is the one to beat; the default challenges it like any other config.
     CandidateResult inc = measurer.Measure(result.incumbent);
+    KeepIfUsable(inc);
     result.candidates.push_back(inc);
     if (inc.status.ok()) best = std::move(inc);
   }
@@ -188,18 +234,29 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
 
   int challengers = 0;
   for (const std::string& config : *candidates) {
+    if (measurer.cancelled()) break;
     if (config == result.default_config || config == result.incumbent) continue;
     if (options.max_candidates > 0 && challengers >= options.max_candidates) break;
-    if (options.budget_seconds > 0 && timer.Now() - start >= options.budget_seconds) {
+    if (measurer.past_deadline()) {
       result.budget_exhausted = true;
       break;
     }
     ++challengers;
     challenge(measurer.Measure(config));
   }
+  if (measurer.cancelled()) return cancelled_status;
+  for (const CandidateResult& c : result.candidates) {
+    if (absl::IsDeadlineExceeded(c.status)) result.budget_exhausted = true;
+  }
+  if (absl::IsDeadlineExceeded(default_status)) result.budget_exhausted = true;
 
   result.elapsed_seconds = timer.Now() - start;
   if (!best.has_value()) {
+    if (absl::IsDeadlineExceeded(default_status)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no config of ", key.ToString(), " could be measured within the budget (at least ",
+          kMinSamples, " timed runs are needed): ", default_status.message()));
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "no candidate for ", key.ToString(), " produced a correct result; the default ",
         result.default_config, " failed with: ", default_status.ToString()));

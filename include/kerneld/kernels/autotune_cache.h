@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/gemm_config.h"
@@ -80,8 +81,10 @@ std::string SerializeCacheFile(const CacheFile& file);
 // DATA_LOSS for a file that is truncated or fails its checksum; FAILED_PRECONDITION for another
 // format version; INVALID_ARGUMENT for a malformed line (with its line number).
 absl::StatusOr<CacheFile> ParseCacheFile(absl::string_view bytes);
-// Writes `bytes` to `path` as described above. INTERNAL naming the failed call and path.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+// Writes `bytes` to `path` as described above. INTERNAL naming the failed call and path;
+// DEADLINE_EXCEEDED when the lock was not had within `lock_timeout`.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes,
+                                 absl::Duration lock_timeout = absl::InfiniteDuration());
 
 struct TuneCacheOptions {
   std::string path;            // the cache file; "" keeps the cache in memory only
@@ -90,6 +93,8 @@ struct TuneCacheOptions {
   // spaces->CheckEntry (a known space, this build's kernel version, a config the kernel parses).
   const ConfigSpaceRegistry* spaces = nullptr;
   size_t max_recorded_misses = 4096;
+  // How long Load and Save wait for <path>.lock before DEADLINE_EXCEEDED.
+  absl::Duration lock_timeout = absl::Seconds(30);
   // Where notes go (a file set aside, entries dropped). Empty: stderr.
   std::function<void(absl::string_view line)> log;
 };
@@ -124,11 +129,11 @@ class TuneCache {
   // missing file loads nothing. A file that fails its checksum, format or validators is renamed
   // to <path>.bad-<unix seconds> with a log line, and the cache starts empty: both are OK, the
   // daemon starts anyway. Entries spaces->CheckEntry refuses are dropped with one log line.
-  // Errors: FAILED_PRECONDITION without a path; INTERNAL when the file exists but cannot be
-  // read or set aside.
+  // Errors: FAILED_PRECONDITION without a path; DEADLINE_EXCEEDED when the lock is not had
+  // within options.lock_timeout; INTERNAL when the file exists but cannot be read or set aside.
   absl::StatusOr<size_t> Load();
-  // Writes every entry to options.path (see WriteFileAtomically). FAILED_PRECONDITION without a
-  // path.
+  // Writes every entry to options.path (see WriteFileAtomically, options.lock_timeout).
+  // FAILED_PRECONDITION without a path.
   absl::Status Save() const;
 
   // The request path: the resolved config for `key` (CacheEntry::resolved) and a counted hit, or

@@ -7,6 +7,7 @@
 #ifndef KERNELD_KERNELS_AUTOTUNE_RUNNER_H_
 #define KERNELD_KERNELS_AUTOTUNE_RUNNER_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -48,13 +49,14 @@ struct TuneBatchSummary {
 };
 
 // Tunes `keys` in order and stores each result in `cache`, calling `progress` (may be empty)
-// after each key. `cancelled` (may be empty) is polled between keys; once it returns true the
+// after each key. `cancelled` (may be empty) is polled before every kernel run (see Tune): once
+// it returns true the key in progress ends with CANCELLED (reported, nothing stored) and the
 // rest is skipped. Not thread-safe with respect to `timer`.
 TuneBatchSummary TuneKeys(const std::vector<TuneKey>& keys, TuneCache& cache,
                           const ConfigSpaceRegistry& spaces, const HarnessFactory& make_harness,
                           Timer& timer, const TuneOptions& options,
                           const std::function<void(const TuneProgressEvent&)>& progress,
-                          const std::function<bool()>& cancelled = {});
+                          const CancelFn& cancelled = {});
 
 // One worker thread that tunes queued keys one at a time. Thread-safe.
 class BackgroundTuner {
@@ -64,7 +66,7 @@ class BackgroundTuner {
   BackgroundTuner(TuneCache& cache, const ConfigSpaceRegistry& spaces, HarnessFactory make_harness,
                   std::unique_ptr<Timer> timer, TuneOptions options,
                   std::function<void(const TuneProgressEvent&)> on_tuned, size_t max_queue = 1024);
-  // Finishes the key in progress, drops the rest, and joins the worker.
+  // Stop(), then joins the worker.
   ~BackgroundTuner();
   BackgroundTuner(const BackgroundTuner&) = delete;
   BackgroundTuner& operator=(const BackgroundTuner&) = delete;
@@ -72,6 +74,9 @@ class BackgroundTuner {
   // Queues `key` and returns at once. False when it is queued or being tuned already, when the
   // queue holds max_queue keys, or when the key has no config space.
   bool Enqueue(const TuneKey& key);
+  // Cancels the key in progress (within one kernel run: it stores nothing) and drops the rest;
+  // Enqueue refuses every key from then on. Returns at once.
+  void Stop();
   // Blocks until the queue is empty and no key is being tuned.
   void WaitIdle();
   size_t pending() const;
@@ -94,6 +99,7 @@ class BackgroundTuner {
   absl::flat_hash_set<std::string> queued_ ABSL_GUARDED_BY(mu_);  // queue_ and in progress
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancel_{false};  // polled by the tune in progress
   std::thread worker_;
 };
 

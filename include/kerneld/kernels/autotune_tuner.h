@@ -18,6 +18,14 @@
 // choice; when the challenger loses that round, the incumbent keeps the fresher measurement).
 // Near-ties keep the incumbent: the choice does not drift between runs.
 //
+// Bounds: the budget is a deadline and cancellation is prompt. Both are checked before every run
+// of the kernel (the correctness run, each warm-up and each timed run), not only between
+// candidates, so a tune overruns its budget or outlives its cancellation by at most one run. A
+// measurement cut by the deadline keeps its timed runs only where they can be trusted: the
+// default's or the incumbent's with at least 3 of them (Measurement::samples says how many)
+// still serves as the config to beat; a challenger cut short never wins; a confirmation round cut
+// short keeps the incumbent.
+//
 // Determinism: the tuner's only sources of variation are the Timer and the harness. Given a
 // Timer that returns the same times (a fake), it makes the same choice on every run. A harness
 // that times its own kernels on the device (DeviceSeconds) replaces the Timer's times, not its
@@ -88,8 +96,8 @@ struct TuneOptions {
   double noise_sigmas = 3.0;
   double min_margin = 0.02;  // a challenger must win by at least 2% of the incumbent's median
   bool confirm = true;
-  // Per shape, on Timer::Now(). Once spent, no further challenger is started; the default and
-  // the incumbent are always measured. 0: no limit.
+  // Per shape, on Timer::Now(): a deadline, checked before every run (see "Bounds" above).
+  // 0: no limit.
   double budget_seconds = 0;
   // Challengers beyond this many are not tried. 0: no limit.
   int max_candidates = 0;
@@ -104,7 +112,9 @@ struct Measurement {
 
 struct CandidateResult {
   std::string config;
-  absl::Status status;   // OK, or why it was rejected (failed to run, wrong output)
+  // OK, or why it was rejected: failed to run, wrong output, or DEADLINE_EXCEEDED when the
+  // budget cut its measurement short (see "Bounds" above).
+  absl::Status status;
   Measurement measured;  // valid when status is OK
 };
 
@@ -127,13 +137,19 @@ Measurement Summarize(std::vector<double> samples);
 // True when `challenger` beats `incumbent` by more than the noise margin of `options`.
 bool Beats(const Measurement& challenger, const Measurement& incumbent, const TuneOptions& options);
 
+// Polled before every run of a kernel during a tune; true stops the tune. Must be cheap and
+// thread-safe (it reads a flag another thread sets). Empty: never cancelled.
+using CancelFn = std::function<bool()>;
+
 // Tunes `key` as described above. `incumbent` is the config served now ("" when none; a config
 // that fails the key's parse contract is ignored). NOT_FOUND when the key has no space;
 // INVALID_ARGUMENT for options out of range; FAILED_PRECONDITION when no candidate, the default
-// included, produced a correct result.
+// included, produced a correct result; CANCELLED once `cancelled` returns true (nothing of the
+// tune is returned); DEADLINE_EXCEEDED when the budget ran out before the default (or the
+// incumbent) had 3 timed runs.
 absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& spaces,
                                 TuneHarness& harness, Timer& timer, const TuneOptions& options,
-                                absl::string_view incumbent = "");
+                                absl::string_view incumbent = "", const CancelFn& cancelled = {});
 
 // ---- The CPU backend's harness for GemmCpu (op "gemm", variant "nt").
 

@@ -46,6 +46,8 @@ class BackendRegistry {
 // Defined by each compiled-in GPU backend; returns nullptr when no device is present.
 std::unique_ptr<Backend> CreateCpuBackend(int threads);
 #if defined(KD_HAVE_CUDA)
+// Sets CUDA_MODULE_LOADING=EAGER (unless the environment sets it) before the driver initialises,
+// so that every kernel is loaded with the context and no request pays a first-launch load.
 std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes);
 #endif
 

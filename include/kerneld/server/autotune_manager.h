@@ -8,6 +8,7 @@
 #ifndef KERNELD_SERVER_AUTOTUNE_MANAGER_H_
 #define KERNELD_SERVER_AUTOTUNE_MANAGER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,13 @@ struct AutotuneOptions {
   bool background = false;
   // Measurement settings of every tune; a Tune request's budget overrides budget_seconds.
   TuneOptions tune;
+  // How long loading or saving a cache file waits for its lock (TuneCacheOptions::lock_timeout).
+  absl::Duration lock_timeout = absl::Seconds(10);
+  // Imported at start, after the cache files are loaded: a file from `kctl cache export`, or a
+  // directory whose *.cache files are each imported (one per GPU model of a cluster). Each file
+  // goes to the cache whose validators it matches; one that matches no device of this node is
+  // skipped with a log line. "" imports nothing.
+  std::string import_path;
 };
 
 // One GEMM problem to tune, as kerneld.v1.TuneShape names it.
@@ -49,12 +57,18 @@ struct TuneJob {
 class AutotuneManager {
  public:
   AutotuneManager(BackendRegistry* backends, Metrics* metrics, AutotuneOptions options);
-  // Stops the background tuners (the key in progress finishes).
+  // Stops: as Stop(), then joins the background tuners.
   ~AutotuneManager();
 
   // Creates the caches and loads their files (a damaged file is set aside and the cache starts
-  // empty; see TuneCache::Load). FAILED_PRECONDITION when cache_dir cannot be created.
+  // empty; see TuneCache::Load). FAILED_PRECONDITION when cache_dir cannot be created;
+  // DEADLINE_EXCEEDED when a cache file's lock is held elsewhere past lock_timeout (starting
+  // empty would later overwrite that file's entries). Then imports import_path: NOT_FOUND when
+  // it does not exist, a file's parse error (DATA_LOSS, INVALID_ARGUMENT...) naming the file.
   absl::Status Start();
+  // Cancels every tune in progress (Tune calls and the background tuners) within one kernel run
+  // and refuses new ones with UNAVAILABLE. For shutdown: tuning never holds the daemon up.
+  void Stop();
 
   // The executor's hook, called on the device queue's thread before `op` runs on
   // `backend`/`device`: sets GemmArgs::config. Other ops are left alone.
@@ -79,6 +93,8 @@ class AutotuneManager {
   // Tunes the job's shapes (then its misses) on its device, one key after the other, calling
   // `progress` after each. NOT_FOUND for an unknown backend, INVALID_ARGUMENT for a bad device,
   // shape or an empty job; a key that fails reports its error in its event and the job goes on.
+  // `cancelled` (the caller went away) is polled before every kernel run: the key in progress
+  // stores nothing and the call returns CANCELLED. After Stop(): UNAVAILABLE, the same way.
   absl::Status Tune(const TuneJob& job,
                     const std::function<void(const TuneProgressEvent&)>& progress,
                     const std::function<bool()>& cancelled);
@@ -90,10 +106,12 @@ class AutotuneManager {
   ModelCache* FindForKey(const TuneKey& key) const;
   TuneKey GemmKey(const ModelCache& cache, const GemmTuneShape& shape) const;
   void Persist(ModelCache& cache) const;
+  absl::Status ImportAtStart(const std::string& path);
   void Record(const TuneProgressEvent& event);
 
   BackendRegistry* const backends_;
   const AutotuneOptions options_;
+  std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<ModelCache>> caches_;
   prometheus::Counter* hits_;
   prometheus::Counter* misses_;

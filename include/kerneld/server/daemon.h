@@ -57,7 +57,10 @@ class Daemon {
   // (FAILED_PRECONDITION saying "address already in use" when its port is taken), probes the
   // backends, binds the sockets and starts serving. On failure nothing this call bound stays.
   absl::Status Start();
-  // Stops accepting, lets in-flight calls finish (up to `grace`), closes every session.
+  // Drains (new work refused), cancels every tune, closes every session (ending their
+  // OpenSession streams), then lets the calls already admitted finish for up to `grace` and
+  // cancels what is left. Returns as soon as nothing is in flight: an idle daemon does not wait
+  // out the grace.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
   // New data-plane ops get UNAVAILABLE and the health service says NOT_SERVING.

@@ -32,12 +32,20 @@ enum class RequestPhase {
 };
 inline constexpr int kRequestPhases = 4;
 
+// Bucket bounds first, 2*first, 4*first... while below `below`. NOTE: prometheus-cpp prints le
+// with 16 significant digits, and for some decimals even the nearest double prints with noise
+// (8e-05 as "8.000000000000001e-05", so 1e-5 * 2^n does). The series 1e-6 * 2^n and
+// 1e-3 * 2^n print clean ("8e-06", "16.777216"): the daemon's histograms take their bounds from
+// them, and metrics_test checks the exposition.
+prometheus::Histogram::BucketBoundaries DoublingBuckets(double first, double below);
+
 class Metrics {
  public:
   // Builds every family. `build_labels` go on kerneld_build_info.
   Metrics(const std::string& version, const std::string& backends);
 
-  // Starts the HTTP exposer on "host:port" (port 0 picks a free one). Thread-compatible: call once.
+  // Starts the HTTP exposer on "host:port" (port 0 picks a free one), serving the registry and
+  // the process_* metrics (server/process_metrics.h). Thread-compatible: call once.
   absl::Status Serve(const std::string& address);
   // "host:port" actually listened on, once Serve succeeded.
   std::string address() const { return address_; }
@@ -66,6 +74,7 @@ class Metrics {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> process_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string address_;
   prometheus::Family<prometheus::Histogram>* kernel_duration_;

@@ -1,7 +1,9 @@
 #include "kerneld/kernels/autotune_cache.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -334,6 +336,30 @@ TEST(TuneCacheFileTest, SaveThenLoadRestoresEveryEntry) {
   std::vector<std::string> files = dir.Files();
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"autotune.cache", "autotune.cache.lock"}));
+}
+
+TEST(TuneCacheFileTest, ALockHeldElsewhereTimesOutWithAClearError) {
+  TempDir dir;
+  const std::string path = dir.path() + "/autotune.cache";
+  // Another holder: flock locks belong to an open file, so a second open conflicts even here.
+  const int held = open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX), 0);
+  TuneCacheOptions o = Options(path);
+  o.lock_timeout = absl::Milliseconds(200);
+  TuneCache cache(o);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<size_t> n = cache.Load();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kDeadlineExceeded) << n.status();
+  EXPECT_TRUE(absl::StrContains(n.status().message(), path + ".lock")) << n.status();
+  EXPECT_GE(took, 0.19);
+  EXPECT_LT(took, 2.0);
+  EXPECT_EQ(cache.Save().code(), absl::StatusCode::kDeadlineExceeded);
+  close(held);
+  EXPECT_TRUE(cache.Load().ok());
+  EXPECT_TRUE(cache.Save().ok());
 }
 
 TEST(TuneCacheFileTest, MissingFileLoadsEmpty) {

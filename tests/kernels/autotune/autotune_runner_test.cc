@@ -1,7 +1,9 @@
 #include "kerneld/kernels/autotune_runner.h"
 
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/autotune.h"
@@ -108,6 +110,61 @@ TEST(TuneKeysTest, CancellationStopsBetweenKeys) {
   EXPECT_TRUE(s.cancelled);
   EXPECT_EQ(s.tuned, 1);
   EXPECT_EQ(cache.Stats().entries, 1u);
+}
+
+TEST(TuneKeysTest, CancellationInsideAKeyStoresNothingAndEndsTheBatch) {
+  TuneCache cache(Options());
+  Tn128Wins timer;
+  std::vector<TuneProgressEvent> events;
+  int polls = 0;
+  // The poll before every kernel run: true from the tenth on, inside the first key.
+  const TuneBatchSummary s = TuneKeys(
+      {Key(1), Key(2)}, cache, Spaces(), CpuHarnesses(), timer, Fast(),
+      [&](const TuneProgressEvent& e) { events.push_back(e); }, [&] { return ++polls >= 10; });
+  EXPECT_TRUE(s.cancelled);
+  EXPECT_EQ(s.tuned, 0);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].status.code(), absl::StatusCode::kCancelled) << events[0].status;
+  EXPECT_EQ(cache.Stats().entries, 0u);
+}
+
+// Every run of every config takes 50 ms of real time.
+class SlowHarness : public TuneHarness {
+ public:
+  absl::Status Run(absl::string_view) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return absl::OkStatus();
+  }
+  absl::Status CheckOutput() override { return absl::OkStatus(); }
+  void EvictCaches() override {}
+};
+
+TEST(BackgroundTunerTest, DestroyingTheTunerCancelsTheKeyInProgress) {
+  TuneCache cache(Options());
+  std::atomic<int> done{0};
+  absl::Status last;
+  TuneOptions slow = Fast();
+  slow.repeats = 100;  // about 25 s of runs for the default alone
+  auto tuner = std::make_unique<BackgroundTuner>(
+      cache, Spaces(),
+      [](const TuneKey&) {
+        return absl::StatusOr<std::unique_ptr<TuneHarness>>(std::make_unique<SlowHarness>());
+      },
+      std::make_unique<WallTimer>(), slow,
+      [&](const TuneProgressEvent& e) {
+        last = e.status;
+        ++done;
+      });
+  ASSERT_TRUE(tuner->Enqueue(Key(8)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  tuner.reset();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 1.0);
+  EXPECT_EQ(done.load(), 1);
+  EXPECT_EQ(last.code(), absl::StatusCode::kCancelled) << last;
+  EXPECT_EQ(cache.Stats().entries, 0u);
 }
 
 TEST(BackgroundTunerTest, MissesAreTunedOffTheRequestPathAndThenServed) {

@@ -1,6 +1,7 @@
 #include "kerneld/kernels/autotune_tuner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <set>
@@ -254,7 +255,7 @@ TEST(TunerTest, ConfirmationRoundRejectsAWinFromATransient) {
   }
 }
 
-TEST(TunerTest, BudgetStopsChallengersButTheDefaultIsAlwaysMeasured) {
+TEST(TunerTest, BudgetIsADeadlineThatCutsTheMeasurementInFlight) {
   const TuneKey key = CpuKey();
   auto harness = Harness(key);
   FakeTimer timer({{"tn16", 1.0}, {"tn32", 1.0}, {"tn64", 1.0}, {"tn128", 1.0}, {"tn256", 1.0}},
@@ -264,9 +265,12 @@ TEST(TunerTest, BudgetStopsChallengersButTheDefaultIsAlwaysMeasured) {
   absl::StatusOr<TuneResult> r = Tune(key, Spaces(), *harness, timer, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->budget_exhausted);
-  EXPECT_EQ(r->candidates.size(), 2u);
+  // The default (7 s), then a challenger cut after 3 of its 7 timed runs: not a winner.
+  ASSERT_EQ(r->candidates.size(), 2u);
+  EXPECT_EQ(r->candidates[1].status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r->candidates[1].measured.samples, 3);
   EXPECT_EQ(r->config, "tn64");
-  EXPECT_DOUBLE_EQ(r->elapsed_seconds, 14.0);
+  EXPECT_DOUBLE_EQ(r->elapsed_seconds, 10.0);
 
   options.budget_seconds = 0;
   options.max_candidates = 1;
@@ -276,6 +280,64 @@ TEST(TunerTest, BudgetStopsChallengersButTheDefaultIsAlwaysMeasured) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->candidates.size(), 2u);
   EXPECT_FALSE(r->budget_exhausted);
+}
+
+TEST(TunerTest, ADefaultCutWithThreeRunsIsKeptAndWithFewerTheKeyFails) {
+  const TuneKey key = CpuKey();
+  TuneOptions options = Fast();
+  // 4 of the default's 7 timed runs fit: its partial median stands, nothing else is tried.
+  auto harness = Harness(key);
+  FakeTimer timer({{"tn64", 1.0}}, 0.0);
+  options.budget_seconds = 4;
+  absl::StatusOr<TuneResult> r = Tune(key, Spaces(), *harness, timer, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->budget_exhausted);
+  EXPECT_EQ(r->config, "tn64");
+  EXPECT_EQ(r->measured.samples, 4);
+  EXPECT_EQ(r->default_measured.samples, 4);
+  EXPECT_DOUBLE_EQ(r->elapsed_seconds, 4.0);
+
+  // 2 runs are no median with a spread: the key fails, and says so.
+  auto harness2 = Harness(key);
+  FakeTimer timer2({{"tn64", 1.0}}, 0.0);
+  options.budget_seconds = 2;
+  r = Tune(key, Spaces(), *harness2, timer2, options);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(r.status().message().find("2 of 7 timed runs"), std::string::npos) << r.status();
+  EXPECT_DOUBLE_EQ(timer2.Now(), 2.0);
+}
+
+// Counts the harness's runs and cancels the tune after a given number of them.
+class CancelAfterRuns : public TuneHarness {
+ public:
+  CancelAfterRuns(std::unique_ptr<TuneHarness> inner, int runs, std::atomic<bool>* flag)
+      : inner_(std::move(inner)), runs_left_(runs), flag_(flag) {}
+  absl::Status Run(absl::string_view config) override {
+    ++runs_;
+    if (--runs_left_ == 0) flag_->store(true);
+    return inner_->Run(config);
+  }
+  absl::Status CheckOutput() override { return inner_->CheckOutput(); }
+  void EvictCaches() override { inner_->EvictCaches(); }
+  int runs() const { return runs_; }
+
+ private:
+  std::unique_ptr<TuneHarness> inner_;
+  int runs_left_;
+  std::atomic<bool>* flag_;
+  int runs_ = 0;
+};
+
+TEST(TunerTest, CancellationStopsInsideTheDefaultsMeasurement) {
+  const TuneKey key = CpuKey();
+  std::atomic<bool> cancel{false};
+  // Cancelled during the default's third timed run (1 correctness + 1 warm-up + 3 timed).
+  CancelAfterRuns harness(Harness(key), 5, &cancel);
+  FakeTimer timer({}, 0.0);
+  absl::StatusOr<TuneResult> r =
+      Tune(key, Spaces(), harness, timer, Fast(), "", [&] { return cancel.load(); });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_EQ(harness.runs(), 5);  // the run in flight finished; no other started
 }
 
 TEST(TunerTest, AnUnparsableIncumbentIsIgnored) {

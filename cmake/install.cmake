@@ -30,6 +30,8 @@ install(DIRECTORY ${KD_ROOT}/deploy/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/deploy
 # ---- kerneld-dev: the C++ client library
 install(TARGETS kerneld_client kerneld_proto kerneld_submit_ring
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT kerneld-dev)
+# The client's smoke test against a running daemon (deploy/kubernetes/kerneld-trainer-example).
+install(TARGETS kerneld_example RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT kerneld-dev)
 install(DIRECTORY ${KD_ROOT}/include/kerneld/client DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kerneld
         COMPONENT kerneld-dev)
 install(FILES ${CMAKE_BINARY_DIR}/proto/kerneld/v1/kerneld.pb.h

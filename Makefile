@@ -1,13 +1,23 @@
-# The newcomer's commands. `make run` and `make test` each install what is missing, build, and go.
+# The newcomer's commands. `make run`, `make check` and `make test` each install what is missing,
+# build, and go.
+#   make check   the test suite of the regular build (what a developer runs while working)
+#   make test    everything CI runs (.ci/run): check, the Debian packages (package-test), the
+#                whole suite again under ASan and UBSan (sanitize), and each fuzz target for
+#                FUZZ_SECONDS (fuzz)
 BUILD     ?= build
+SAN_BUILD ?= build-asan
 BUILD_TYPE ?= RelWithDebInfo
 JOBS      ?= $(shell nproc)
 KD_CUDA   ?= AUTO
 RUN_DIR   ?= $(CURDIR)/run
 METRICS   ?= 127.0.0.1:9464
 BACKEND   ?= auto
+FUZZ_SECONDS ?= 25
+# The sanitizer and fuzz build: Debian's clang (libFuzzer and the sanitizer runtimes).
+SAN_CC    ?= clang-14
+SAN_CXX   ?= clang++-14
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build run check test package sanitize-build sanitize fuzz bench clean
 
 all: build
 
@@ -27,11 +37,34 @@ run: build
 	$(BUILD)/server/kerneld --socket=$(RUN_DIR)/kerneld.sock --admin_socket=$(RUN_DIR)/admin.sock \
 	  --metrics_address=$(METRICS) --backend=$(BACKEND)
 
-test: build
+check: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --label-exclude gpu
+
+# build/kerneld_<version>_amd64.deb and kerneld-dev, checked (scripts/package-test.sh: as root
+# in CI it installs them with dpkg -i, starts the installed daemon and purges them again).
+package: build
+	@scripts/package-test.sh $(BUILD)
+
+# One clang build with ASan + UBSan and libFuzzer's coverage: the CPU configuration (no CUDA),
+# no benchmarks.
+sanitize-build: deps
+	@CC=$(SAN_CC) CXX=$(SAN_CXX) cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DKD_CUDA=OFF -DKD_BUILD_BENCH=OFF -DKD_SANITIZE=ON -DKD_FUZZ=ON >/dev/null
+	@cmake --build $(SAN_BUILD) -j $(JOBS)
+
+# The whole test suite under ASan and UBSan: any report fails its test.
+sanitize: sanitize-build
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j 2 --label-exclude gpu
+
+fuzz: sanitize-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(SAN_BUILD)
+
+test: check package sanitize fuzz
 
 bench: build
 	@echo "see bench/README.md for how each benchmark is run"
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

@@ -14,6 +14,10 @@ packages=(
   # 140 MB to download and 700 MB installed on a fresh Debian 12; 8 s to download and 52 s to
   # install on the development machine.
   hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19
+  # make sanitize / make fuzz: Debian's clang with libFuzzer and the ASan/UBSan runtimes
+  clang-14 libclang-rt-14-dev
+  # make package: CPack's DEB generator takes the runtime dependencies from dpkg-shlibdeps
+  dpkg-dev
 )
 
 missing=()

@@ -56,6 +56,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_KERNELD_PACKAGE_NAME kerneld)
 set(CPACK_DEBIAN_KERNELD_PACKAGE_RECOMMENDS "systemd")
+# The C ABI library (when built): a shlibs file and the ldconfig trigger.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_KERNELD-DEV_PACKAGE_NAME kerneld-dev)
 set(CPACK_DEBIAN_KERNELD-DEV_PACKAGE_DEPENDS
     "kerneld (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, libabsl-dev")
@@ -64,6 +66,7 @@ set(CPACK_DEBIAN_KERNELD-DEV_PACKAGE_SECTION libdevel)
 file(WRITE ${CMAKE_BINARY_DIR}/deploy/debian/conffiles "${CMAKE_INSTALL_FULL_SYSCONFDIR}/default/kerneld\n")
 set(CPACK_DEBIAN_KERNELD_PACKAGE_CONTROL_EXTRA
     ${KD_ROOT}/deploy/debian/postinst ${KD_ROOT}/deploy/debian/prerm
-    ${KD_ROOT}/deploy/debian/postrm ${CMAKE_BINARY_DIR}/deploy/debian/conffiles)
+    ${KD_ROOT}/deploy/debian/postrm ${KD_ROOT}/deploy/debian/triggers
+    ${CMAKE_BINARY_DIR}/deploy/debian/conffiles)
 set(CPACK_DEBIAN_KERNELD_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)

@@ -68,8 +68,8 @@ ABSL_FLAG(std::string, log_level, "info",
 
 namespace {
 
-// `kerneld --help` lists the daemon's own flags. Abseil's default shows only flags defined in a
-// file named after the program (kerneld.cc), which left --help with "No flags matched".
+// `kerneld --help` lists the daemon's own flags: Abseil's default shows only the flags of a file
+// named after the program (kerneld.cc), and kerneld's are in server/main.cc.
 bool IsKerneldFlagFile(absl::string_view path) { return absl::StrContains(path, "server/"); }
 
 }  // namespace

@@ -260,8 +260,8 @@ TEST(OperationsTest, TheBudgetIsADeadlineEvenForTheDefaultsMeasurement) {
   EXPECT_EQ(code, 1);
   EXPECT_TRUE(absl::StrContains(out, "DEADLINE_EXCEEDED")) << out;
   EXPECT_TRUE(absl::StrContains(out, "0 of 15 timed runs")) << out;
-  // A budget of 1 s ends within it and the run in flight; without the deadline inside the
-  // measurement, the default's correctness run, 2 warm-ups and 15 timed runs went first.
+  // A budget of 1 s ends within it and the run in flight, although the default's measurement
+  // alone is a correctness run, 2 warm-ups and 15 timed runs.
   const absl::Duration took = timed_tune("1", &code, &out);
   EXPECT_LT(took, absl::Seconds(1) + one_run + absl::Seconds(1)) << "one run: " << one_run;
   // The default's partial measurement (at least 3 timed runs) is kept, or the key fails with

@@ -207,8 +207,9 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     if (!session.ok()) return fail(session.status());
     daemon_->metrics().ObserveRpc("OpenSession", "OK", absl::ToDoubleSeconds(absl::Now() - start));
     const absl::string_view tag = SessionTag((*session)->id());
-    Log("session %.*s opened: client=\"%s\" lease=%us", static_cast<int>(tag.size()), tag.data(),
-        OneLine((*session)->client_name()).c_str(), (*session)->lease_seconds());
+    Log("session %.*s opened: %s client=\"%s\" lease=%us", static_cast<int>(tag.size()), tag.data(),
+        PeerText((*session)->peer()).c_str(), OneLine((*session)->client_name()).c_str(),
+        (*session)->lease_seconds());
     return new SessionStream(daemon_, *std::move(session),
                              std::string(daemon_->backends().Default()->name()));
   }

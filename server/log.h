@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/peer.h"
 
 namespace kd {
 
@@ -117,6 +119,13 @@ inline std::string RedactSessionIds(absl::string_view text) {
 // token on the data socket, and logs are read by more people than may use it.
 inline absl::string_view SessionTag(absl::string_view session_id) {
   return session_id.substr(0, 8);
+}
+
+// "pid=1234 uid=1000" of the process that opened a session (its data-socket connection's
+// SO_PEERCRED), or "pid=? uid=?" when the connection's credentials are not known (TCP).
+inline std::string PeerText(const std::optional<PeerCredentials>& peer) {
+  if (!peer.has_value()) return "pid=? uid=?";
+  return "pid=" + std::to_string(peer->pid) + " uid=" + std::to_string(peer->uid);
 }
 
 // A request's outcome, once it is known: a refusal (any error a client caused: bad argument,

@@ -185,9 +185,9 @@ absl::StatusOr<uint32_t> SessionManager::Close(const std::string& session_id,
   buffers.clear();  // unmaps / returns to the pool, unless an op in flight still holds a region
   events.clear();
   const absl::string_view tag = SessionTag(session_id);
-  Log("session %.*s closed (%s): %u buffers released after %.1f s", static_cast<int>(tag.size()),
-      tag.data(), reason.c_str(), released,
-      absl::ToDoubleSeconds(absl::Now() - session->created()));
+  Log("session %.*s closed (%s): %s, %u buffers released after %.1f s",
+      static_cast<int>(tag.size()), tag.data(), reason.c_str(), PeerText(session->peer()).c_str(),
+      released, absl::ToDoubleSeconds(absl::Now() - session->created()));
   if (hook) hook(reason);
   return released;
 }

@@ -358,9 +358,13 @@ TEST(OperationsTest, LogsHaveLevelsSessionLinesAndRefusalsAtDebug) {
   absl::Duration took;
   EXPECT_EQ(kerneld.Stop(SIGTERM, &took), 0);
   const std::string log = kerneld.Log();
-  EXPECT_TRUE(std::regex_search(log, std::regex("kerneld info: session [0-9a-f]{8} opened")))
+  // Each session line names the peer process (SO_PEERCRED of its connection).
+  const std::string peer = absl::StrCat("pid=", malformed.pid(), " uid=", getuid());
+  EXPECT_TRUE(std::regex_search(
+      log, std::regex("kerneld info: session [0-9a-f]{8} opened: " + peer + " client=")))
       << log;
-  EXPECT_TRUE(std::regex_search(log, std::regex("kerneld info: session [0-9a-f]{8} closed")))
+  EXPECT_TRUE(std::regex_search(
+      log, std::regex("kerneld info: session [0-9a-f]{8} closed \\([^)]*\\): " + peer)))
       << log;
   EXPECT_TRUE(std::regex_search(log, std::regex("kerneld debug: refused [A-Za-z.]+ session=")))
       << log;

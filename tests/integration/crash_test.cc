@@ -197,6 +197,13 @@ TEST(CrashTest, SigkilledDaemonLeavesNoSharedMemoryAndTheNextStartsClean) {
 // allocate, ring, op, release, close) for about 25 seconds, several at once, then checks that
 // the daemon is back where it started.
 TEST(CrashTest, ClientKillStormLeavesTheDaemonAtBaseline) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  // The daemon under test is the sanitized one (make sanitize): ASan's quarantine keeps freed
+  // memory resident, so the resident-memory and thread baselines below do not hold there.
+  GTEST_SKIP() << "resource baselines are measured in the regular build";
+#endif
+#endif
   TempDir dir;
   const std::vector<std::string> shm_before = DevShmNames();
   // Warnings only: its stderr is a pipe read at the end, which a session line per storm client

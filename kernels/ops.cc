@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kerneld/kernels/status_macros.h"
-#include "kernels/ops_internal.h"
+#include "kernels/ops/checks.h"
 
 namespace kd {
 namespace internal {

@@ -4,9 +4,9 @@
 #define KERNELD_SERVER_AUTOTUNE_ADMIN_H_
 
 #include "grpcpp/grpcpp.h"
-#include "kerneld/server/autotune_manager.h"
-#include "kerneld/server/metrics.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
+#include "server/autotune_manager.h"
+#include "server/metrics.h"
 #include "server/rpc_call.h"
 
 namespace kd {

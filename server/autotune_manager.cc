@@ -1,4 +1,4 @@
-#include "kerneld/server/autotune_manager.h"
+#include "server/autotune_manager.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/client_string.h"
-#include "kerneld/server/daemon.h"
+#include "server/daemon.h"
 #ifdef KD_HAVE_CUDA_GEMM_HARNESS
-#include "kerneld/kernels/cuda_gemm_harness.h"
+#include "kernels/cuda/gemm_harness.h"
 #endif
 #include "server/log.h"
 

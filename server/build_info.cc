@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kd_git_commit.h"
-#include "kerneld/server/daemon.h"
+#include "server/daemon.h"
 
 namespace kd {
 

@@ -1,4 +1,4 @@
-#include "kerneld/server/daemon.h"
+#include "server/daemon.h"
 
 #include <dirent.h>
 #include <fcntl.h>

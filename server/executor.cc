@@ -1,4 +1,4 @@
-#include "kerneld/server/executor.h"
+#include "server/executor.h"
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"

@@ -12,8 +12,8 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
-#include "kerneld/server/daemon.h"
 #include "server/build_info.h"
+#include "server/daemon.h"
 #include "server/log.h"
 #include "server/service_notify.h"
 

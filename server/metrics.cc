@@ -1,4 +1,4 @@
-#include "kerneld/server/metrics.h"
+#include "server/metrics.h"
 
 #include <exception>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "kerneld/server/proto_convert.h"
+#include "server/proto_convert.h"
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"

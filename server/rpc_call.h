@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
-#include "kerneld/server/metrics.h"
-#include "kerneld/server/proto_convert.h"
 #include "server/log.h"
+#include "server/metrics.h"
+#include "server/proto_convert.h"
 
 namespace kd {
 

@@ -5,9 +5,9 @@
 
 #include <memory>
 
-#include "kerneld/server/daemon.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "server/connection_acceptor.h"
+#include "server/daemon.h"
 
 namespace kd {
 

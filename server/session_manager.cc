@@ -1,4 +1,4 @@
-#include "kerneld/server/session_manager.h"
+#include "server/session_manager.h"
 
 #include <random>
 #include <utility>

@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kerneld/kernels/backend.h"
-#include "kerneld/server/session_manager.h"
 #include "kerneld/v1/kerneld.pb.h"
+#include "server/session_manager.h"
 
 namespace kd {
 

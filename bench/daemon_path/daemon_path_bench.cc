@@ -29,9 +29,9 @@
 #include "kerneld/client/shm_buffer.h"
 #include "kerneld/client/tensor_ref.h"
 #include "kerneld/kernels/ops.h"
-#include "kerneld/server/daemon.h"
-#include "kerneld/server/proto_convert.h"
 #include "prometheus/metric_family.h"
+#include "server/daemon.h"
+#include "server/proto_convert.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "kerneld/kernels/autotune.h"
-#include "kerneld/kernels/cuda_gemm_harness.h"
 #include "kerneld/kernels/registry.h"
+#include "kernels/cuda/gemm_harness.h"
 
 namespace kd {
 namespace {

@@ -4,8 +4,8 @@
 // series in its own map: the reason Metrics caches a series per label set, since the daemon
 // records one or more series per op and per RPC.
 #include "benchmark/benchmark.h"
-#include "kerneld/server/metrics.h"
 #include "prometheus/histogram.h"
+#include "server/metrics.h"
 
 namespace {
 

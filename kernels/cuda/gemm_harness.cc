@@ -1,4 +1,6 @@
-// The CUDA backend's tuning harness for the sm_90a FP8 GEMM (see cuda_gemm_harness.h).
+// The CUDA backend's tuning harness for the sm_90a FP8 GEMM (see gemm_harness.h).
+#include "kernels/cuda/gemm_harness.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/autotune_space.h"
-#include "kerneld/kernels/cuda_gemm_harness.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"

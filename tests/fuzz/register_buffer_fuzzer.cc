@@ -15,8 +15,8 @@
 #include <string>
 
 #include "grpcpp/grpcpp.h"
-#include "kerneld/server/daemon.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
+#include "server/daemon.h"
 
 namespace kd {
 namespace {

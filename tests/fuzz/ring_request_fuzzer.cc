@@ -9,9 +9,9 @@
 
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
-#include "kerneld/server/proto_convert.h"
-#include "kerneld/server/session_manager.h"
 #include "kerneld/v1/kerneld.pb.h"
+#include "server/proto_convert.h"
+#include "server/session_manager.h"
 
 namespace kd {
 namespace {

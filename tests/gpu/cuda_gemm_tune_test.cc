@@ -13,10 +13,10 @@
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/autotune.h"
-#include "kerneld/kernels/cuda_gemm_harness.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/registry.h"
+#include "kernels/cuda/gemm_harness.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace kd {

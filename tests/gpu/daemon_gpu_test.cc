@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "kerneld/kernels/registry.h"
-#include "kerneld/server/daemon.h"
+#include "server/daemon.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace kd {

@@ -11,8 +11,8 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
-#include "kerneld/server/executor.h"
-#include "kerneld/server/metrics.h"
+#include "server/executor.h"
+#include "server/metrics.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/pattern.h"
 

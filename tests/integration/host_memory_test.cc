@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "kerneld/client/client.h"
-#include "kerneld/server/daemon.h"
+#include "server/daemon.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/test_daemon.h"
 

@@ -1,6 +1,6 @@
 // The executor's attribution of device-side check failures, with a fault-injecting backend: the
 // real CPU backend underneath, whose device-side checks fail on demand as a GPU's would.
-#include "kerneld/server/executor.h"
+#include "server/executor.h"
 
 #include <atomic>
 #include <future>

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "kerneld/server/daemon.h"
+#include "server/daemon.h"
 #include "server/unique_fd.h"
 #include "tests/support/test_daemon.h"
 

@@ -1,7 +1,7 @@
 // Metrics' series cache: a label set maps to one series for the process's life, observations
 // land in it, and other label sets get their own (read back through the registry, as the
 // exposer serves them).
-#include "kerneld/server/metrics.h"
+#include "server/metrics.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // SessionManager against the real CPU backend and real shm objects.
-#include "kerneld/server/session_manager.h"
+#include "server/session_manager.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

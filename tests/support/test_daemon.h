@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
-#include "kerneld/server/daemon.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
+#include "server/daemon.h"
 
 namespace kd {
 namespace testing {

@@ -1,4 +1,4 @@
-// kd::Validate on GemmArgs: every valid variant passes, and each rule of kernels/validate_gemm.cc
+// kd::Validate on GemmArgs: every valid variant passes, and each rule of kernels/ops/gemm.cc
 // fails alone with INVALID_ARGUMENT and a message naming the field and the rule.
 #include <string>
 

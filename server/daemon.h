@@ -14,11 +14,11 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "kerneld/kernels/registry.h"
-#include "kerneld/server/autotune_manager.h"
-#include "kerneld/server/executor.h"
-#include "kerneld/server/metrics.h"
-#include "kerneld/server/session_manager.h"
+#include "server/autotune_manager.h"
+#include "server/executor.h"
+#include "server/metrics.h"
 #include "server/peer.h"
+#include "server/session_manager.h"
 
 namespace kd {
 

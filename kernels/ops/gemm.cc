@@ -16,7 +16,7 @@
 // them, copies them and checks them with CheckGroupEnds (and, for K-grouped, that each end is a
 // multiple of 128) before use.
 #include "kerneld/kernels/status_macros.h"
-#include "kernels/ops_internal.h"
+#include "kernels/ops/checks.h"
 
 namespace kd {
 namespace internal {

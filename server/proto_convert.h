@@ -10,8 +10,8 @@
 #include "grpcpp/support/status.h"
 #include "kerneld/kernels/backend.h"
 #include "kerneld/kernels/ops.h"
-#include "kerneld/server/session_manager.h"
 #include "kerneld/v1/kerneld.pb.h"
+#include "server/session_manager.h"
 
 namespace kd {
 

@@ -35,7 +35,7 @@
 #include "absl/time/time.h"
 #include "kerneld/kernels/backend.h"
 #include "kerneld/kernels/registry.h"
-#include "kerneld/server/metrics.h"
+#include "server/metrics.h"
 
 namespace kd {
 

@@ -1,6 +1,6 @@
-// Helpers shared by the per-op validators (kernels/validate_*.cc). Not part of the public API.
-#ifndef KERNELD_KERNELS_OPS_INTERNAL_H_
-#define KERNELD_KERNELS_OPS_INTERNAL_H_
+// Helpers shared by the per-op validators (kernels/ops/*.cc). Not part of the public API.
+#ifndef KERNELD_KERNELS_OPS_CHECKS_H_
+#define KERNELD_KERNELS_OPS_CHECKS_H_
 
 #include <initializer_list>
 
@@ -40,4 +40,4 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace internal
 }  // namespace kd
 
-#endif  // KERNELD_KERNELS_OPS_INTERNAL_H_
+#endif  // KERNELD_KERNELS_OPS_CHECKS_H_

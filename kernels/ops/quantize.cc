@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "kerneld/kernels/status_macros.h"
-#include "kernels/ops_internal.h"
+#include "kernels/ops/checks.h"
 
 namespace kd {
 namespace internal {

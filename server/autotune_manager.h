@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/autotune.h"
 #include "kerneld/kernels/registry.h"
-#include "kerneld/server/metrics.h"
+#include "server/metrics.h"
 
 namespace kd {
 

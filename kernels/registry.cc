@@ -2,6 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/client_string.h"
+#include "kerneld/kernels/cpu_backend.h"
+#if defined(KD_REGISTRY_WITH_CUDA)
+#include "kerneld/kernels/cuda_backend.h"
+#endif
 
 namespace kd {
 
@@ -13,7 +17,7 @@ absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
     return absl::InvalidArgumentError(absl::StrCat("backend=\"", EchoClientString(want),
                                                    "\" must be one of auto, cpu, cuda, hip"));
   }
-#if defined(KD_HAVE_CUDA)
+#if defined(KD_REGISTRY_WITH_CUDA)
   if (want == "auto" || want == "cuda") {
     if (auto cuda = CreateCudaBackend(options.device_pool_cap_bytes)) {
       registry->backends_.push_back(std::move(cuda));
@@ -37,6 +41,22 @@ std::unique_ptr<BackendRegistry> BackendRegistry::FromBackends(
   registry->backends_ = std::move(backends);
   registry->default_ = registry->backends_.empty() ? nullptr : registry->backends_.front().get();
   return registry;
+}
+
+bool BackendCompiledIn(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kCpu:
+      return true;
+    case BackendKind::kCuda:
+#if defined(KD_REGISTRY_WITH_CUDA)
+      return true;
+#else
+      return false;
+#endif
+    case BackendKind::kHip:
+      break;
+  }
+  return false;
 }
 
 Backend* BackendRegistry::Get(BackendKind kind) const {

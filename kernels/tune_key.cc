@@ -5,15 +5,19 @@
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/client_string.h"
-#include "kernels/autotune/text.h"
 
 namespace kd {
 namespace {
 
-using autotune_internal::AppendEscaped;
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
 
 absl::StatusOr<std::string> UnescapeField(absl::string_view s, absl::string_view field) {
-  auto out = autotune_internal::Unescape(s, absl::StrCat("tune key ", field));
+  auto out = UnescapeKeyField(s, absl::StrCat("tune key ", field));
   if (out.ok() && out->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("tune key ", field, " is empty"));
   }
@@ -46,18 +50,60 @@ bool IsTokenBucketed(absl::string_view op, absl::string_view variant, bool& buck
 
 }  // namespace
 
+std::string ArchFamily(absl::string_view arch) {
+  if (arch == "sm_90" || arch == "sm_90a") return "sm_90";
+  if (arch == "gfx940" || arch == "gfx941" || arch == "gfx942") return "gfx94x";
+  if (arch == "x86_64" || arch == "aarch64") return "cpu";
+  return std::string(arch);
+}
+
+void AppendKeyEscaped(std::string& out, absl::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '%' || c == ':' || c < 0x20 || c > 0x7e) {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+}
+
+absl::StatusOr<std::string> UnescapeKeyField(absl::string_view s, absl::string_view field) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    const bool complete = i + 2 < s.size();
+    const int hi = complete ? HexValue(s[i + 1]) : -1;
+    const int lo = complete ? HexValue(s[i + 2]) : -1;
+    if (hi < 0 || lo < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " has a '%' not followed by two hex digits"));
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
 std::string TuneKey::ToString() const {
   std::string out;
   out.reserve(96 + device.size());
-  AppendEscaped(out, op);
+  AppendKeyEscaped(out, op);
   out.push_back(':');
-  AppendEscaped(out, variant);
+  AppendKeyEscaped(out, variant);
   out.push_back(':');
-  AppendEscaped(out, dtypes);
+  AppendKeyEscaped(out, dtypes);
   absl::StrAppend(&out, ":m", m, ":n", n, ":k", k, ":g", groups, ":");
-  AppendEscaped(out, arch);
+  AppendKeyEscaped(out, arch);
   absl::StrAppend(&out, ":v", kernel_version, ":");
-  AppendEscaped(out, device);
+  AppendKeyEscaped(out, device);
   return out;
 }
 

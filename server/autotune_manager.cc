@@ -15,9 +15,6 @@
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/client_string.h"
 #include "server/daemon.h"
-#ifdef KD_HAVE_CUDA_GEMM_HARNESS
-#include "kernels/cuda/gemm_harness.h"
-#endif
 #include "server/log.h"
 
 namespace kd {
@@ -58,21 +55,15 @@ DType InputDType(absl::string_view arch) {
   return ArchFamily(arch) == "gfx94x" ? DType::kE4M3FNUZ : DType::kE4M3FN;
 }
 
-// The harness that tunes keys on `device` of `backend`; empty when that backend has none.
-HarnessFactory HarnessFor(const Backend& backend, int device) {
-  if (backend.kind() == BackendKind::kCpu) {
-    return [](const TuneKey& key) { return CreateCpuGemmHarness(key, CpuGemmHarnessOptions()); };
-  }
-#ifdef KD_HAVE_CUDA_GEMM_HARNESS
-  if (backend.kind() == BackendKind::kCuda) {
-    return [device](const TuneKey& key) {
-      CudaGemmHarnessOptions options;
-      options.device = device;
-      return CreateCudaGemmHarness(key, options);
-    };
-  }
-#endif
-  return {};
+// The harness that tunes keys on `device` of `backend`, its output checked against the space's
+// default config; empty when that backend tunes nothing.
+HarnessFactory HarnessFor(Backend* backend, int device) {
+  if (!backend->CanTune()) return {};
+  return [backend, device](const TuneKey& key) -> absl::StatusOr<std::unique_ptr<TuneHarness>> {
+    absl::StatusOr<std::string> reference = ConfigSpaceRegistry::Builtin().Default(key);
+    if (!reference.ok()) return reference.status();
+    return backend->CreateTuneHarness(key, *reference, device);
+  };
 }
 
 absl::Status CheckShape(const GemmTuneShape& s, size_t index) {
@@ -188,7 +179,7 @@ absl::Status AutotuneManager::Start() {
               n.status().ToString().c_str());
         }
       }
-      c->harness = HarnessFor(*b, d);
+      c->harness = HarnessFor(b, d);
       if (options_.background && c->harness) {
         ModelCache* raw = c.get();
         c->background = std::make_unique<BackgroundTuner>(
@@ -286,8 +277,8 @@ AutotuneManager::ModelCache* AutotuneManager::FindForKey(const TuneKey& key) con
   return nullptr;
 }
 
-void AutotuneManager::Configure(Backend* backend, int device, Op& op) {
-  auto* gemm = std::get_if<GemmArgs>(&op);
+void AutotuneManager::Configure(Backend* backend, int device, ValidatedOp& op) {
+  const GemmArgs* gemm = op.get_if<GemmArgs>();
   if (gemm == nullptr) return;
   ModelCache* c = Find(backend, device);
   if (c == nullptr) return;
@@ -299,7 +290,7 @@ void AutotuneManager::Configure(Backend* backend, int device, Op& op) {
   if (!key.ok()) return;
   const ConfigSelection selection = SelectConfig(*c->cache, spaces, *key);
   (selection.hit ? hits_ : misses_)->Increment();
-  gemm->config = selection.config;
+  *op.mutable_gemm_config() = selection.config;
   if (!selection.hit && c->background) c->background->Enqueue(*key);
 }
 
@@ -421,9 +412,8 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
   TuneOptions options = options_.tune;
   if (job.budget_seconds > 0) options.budget_seconds = job.budget_seconds;
   const HarnessFactory harness =
-      c->harness ? c->harness : HarnessFactory([backend](const TuneKey&) {
-        return absl::StatusOr<std::unique_ptr<TuneHarness>>(absl::UnimplementedError(
-            absl::StrCat("the ", backend->name(), " backend has no tuning harness yet")));
+      c->harness ? c->harness : HarnessFactory([backend, device = job.device](const TuneKey& key) {
+        return backend->CreateTuneHarness(key, "", device);  // UNIMPLEMENTED: it tunes nothing
       });
   WallTimer timer;
   const TuneBatchSummary summary = TuneKeys(

@@ -72,7 +72,7 @@ class AutotuneManager {
 
   // The executor's hook, called on the device queue's thread before `op` runs on
   // `backend`/`device`: sets GemmArgs::config. Other ops are left alone.
-  void Configure(Backend* backend, int device, Op& op);
+  void Configure(Backend* backend, int device, ValidatedOp& op);
 
   // ---- Admin plane. Keys are TuneKey strings; each names its device model.
   std::vector<CacheEntry> List() const;

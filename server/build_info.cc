@@ -2,19 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "kd_git_commit.h"
+#include "kerneld/kernels/registry.h"
 #include "server/daemon.h"
 
 namespace kd {
 
 const char* BuildCommit() { return KD_GIT_COMMIT; }
 
-bool BuiltWithCuda() {
-#ifdef KD_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
+bool BuiltWithCuda() { return BackendCompiledIn(BackendKind::kCuda); }
 
 std::string VersionText() {
   return absl::StrCat("kerneld ", KerneldVersion(), "\ncommit: ", BuildCommit(),

@@ -147,7 +147,7 @@ absl::Status Daemon::Start() {
   KD_RETURN_IF_ERROR(autotune_->Start());
   executor_ = std::make_unique<Executor>(
       backends_.get(), metrics_.get(),
-      [tuning = autotune_.get()](Backend* b, int device, Op& op) {
+      [tuning = autotune_.get()](Backend* b, int device, ValidatedOp& op) {
         tuning->Configure(b, device, op);
       },
       options_.inline_async);

@@ -5,6 +5,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "kerneld/kernels/client_string.h"
 #include "kerneld/kernels/status_macros.h"
 #include "server/host_memory.h"
@@ -260,28 +261,30 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
                                      v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Quantize", ctx), req->session_id(),
                   req->completion(), 1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.Quantize(req->op()); }),
+                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* ctx, const v1::GemmRequest* req,
                                  v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(), req->completion(),
-                  1, /*batched=*/false, BuildOne([req](OpBinder& b) { return b.Gemm(req->op()); }),
+                  1, /*batched=*/false,
+                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
   grpc::ServerUnaryReactor* Pad(grpc::CallbackServerContext* ctx, const v1::PadRequest* req,
                                 v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(), 1,
-                  /*batched=*/false, BuildOne([req](OpBinder& b) { return b.Pad(req->op()); }),
+                  /*batched=*/false, BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
   grpc::ServerUnaryReactor* Unpad(grpc::CallbackServerContext* ctx, const v1::UnpadRequest* req,
                                   v1::OpResponse* resp) override {
     return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(), req->completion(),
-                  1, /*batched=*/false, BuildOne([req](OpBinder& b) { return b.Unpad(req->op()); }),
+                  1, /*batched=*/false,
+                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
                   [resp](double s) { resp->set_kernel_seconds(s); });
   }
 
@@ -338,13 +341,13 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   static absl::Status BindRing(const v1::RingRequest& r, OpBinder& b, std::vector<Op>& ops) {
     switch (r.call_case()) {
       case v1::RingRequest::kQuantize:
-        return BindOne(b.Quantize(r.quantize().op()), ops);
+        return BindOne(b.BindOp(r.quantize().op()), ops);
       case v1::RingRequest::kGemm:
-        return BindOne(b.Gemm(r.gemm().op()), ops);
+        return BindOne(b.BindOp(r.gemm().op()), ops);
       case v1::RingRequest::kPad:
-        return BindOne(b.Pad(r.pad().op()), ops);
+        return BindOne(b.BindOp(r.pad().op()), ops);
       case v1::RingRequest::kUnpad:
-        return BindOne(b.Unpad(r.unpad().op()), ops);
+        return BindOne(b.BindOp(r.unpad().op()), ops);
       case v1::RingRequest::kSubmit:
         return BindBatch(r.submit(), b, ops);
       case v1::RingRequest::CALL_NOT_SET:
@@ -469,13 +472,15 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
         });
   }
 
+  // "ops[i].<op>." for errors, the op named by its case of kerneld.v1.Op's `kind` (the name of
+  // its OpTraits, proto_convert_test checks); "ops[i]." when no case is set.
   static std::string OpPrefix(int i, const v1::Op& op) {
-    const char* kind = op.has_quantize() ? "quantize"
-                       : op.has_gemm()   ? "gemm"
-                       : op.has_pad()    ? "pad"
-                       : op.has_unpad()  ? "unpad"
-                                         : "";
-    return *kind ? absl::StrCat("ops[", i, "].", kind, ".") : absl::StrCat("ops[", i, "].");
+    static const google::protobuf::OneofDescriptor* const kKind =
+        v1::Op::descriptor()->FindOneofByName("kind");
+    const google::protobuf::FieldDescriptor* kind =
+        op.GetReflection()->GetOneofFieldDescriptor(op, kKind);
+    return kind != nullptr ? absl::StrCat("ops[", i, "].", kind->name(), ".")
+                           : absl::StrCat("ops[", i, "].");
   }
 
   absl::Status DoRegister(const v1::RegisterBufferRequest& req, v1::RegisterBufferResponse* resp,
@@ -612,16 +617,23 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     absl::StatusOr<std::shared_ptr<Session>> session = daemon_->sessions().Find(session_id);
     if (!session.ok()) return fail(session.status());
     OpBinder binder(**session);
-    ExecBatch batch;
-    absl::Status s = build(binder, batch.ops);
+    // The bound ops before validation. Kept per thread and cleared here, so that a request
+    // allocates only its ExecBatch's list; nothing reads it after the loop below.
+    thread_local std::vector<Op> ops;
+    ops.clear();
+    absl::Status s = build(binder, ops);
     if (!s.ok()) return fail(s);
-    for (size_t i = 0; i < batch.ops.size(); ++i) {
-      s = Validate(batch.ops[i]);
-      if (s.ok()) s = binder.backend()->Supports(batch.ops[i]);
+    ExecBatch batch;
+    batch.ops.reserve(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const absl::string_view name = OpName(ops[i]);
+      absl::StatusOr<ValidatedOp> op = Validate(std::move(ops[i]));
+      s = op.ok() ? binder.backend()->Supports(*op) : op.status();
       if (!s.ok()) {
         if (!batched) return fail(s);
-        return fail(PrefixStatus(absl::StrCat("ops[", i, "].", OpName(batch.ops[i]), "."), s));
+        return fail(PrefixStatus(absl::StrCat("ops[", i, "].", name, "."), s));
       }
+      batch.ops.push_back(*std::move(op));
     }
     if (completion.mode() < 0 || completion.mode() > v1::Completion::Mode_MAX) {
       return fail(absl::InvalidArgumentError(

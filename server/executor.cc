@@ -137,9 +137,9 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
     if (!s.ok()) return finish(PrefixStatus("completion.wait_event: ", s));
   }
   for (size_t i = 0; i < batch.ops.size(); ++i) {
-    Op& op = batch.ops[i];
+    ValidatedOp& op = batch.ops[i];
     if (prepare_) prepare_(q->backend, q->device, op);
-    prometheus::Histogram* series = KernelSeries(q, op);
+    prometheus::Histogram* series = KernelSeries(q, op.op());
     KernelTimingFn on_timed = [series, total](double seconds) {
       series->Observe(seconds);
       double cur = total->load();
@@ -149,8 +149,8 @@ void Executor::RunBatch(Queue* q, ExecBatch& batch) {
     absl::Status s = q->backend->Run(op, *q->stream, std::move(on_timed));
     if (!s.ok()) {
       CloseChecksFor(q, batch.session_id);  // the ops already enqueued
-      return finish(batch.batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op), "."), s)
-                                  : s);
+      return finish(
+          batch.batched ? PrefixStatus(absl::StrCat("ops[", i, "].", OpName(op.op()), "."), s) : s);
     }
   }
   observe_entry();

@@ -42,7 +42,7 @@ namespace kd {
 struct ExecBatch {
   Backend* backend = nullptr;
   int device = 0;
-  std::vector<Op> ops;
+  std::vector<ValidatedOp> ops;
   // Regions the ops point into, held until the batch is done.
   std::vector<std::shared_ptr<const Region>> keep_alive;
   std::shared_ptr<Event> wait_event;    // optional
@@ -67,7 +67,7 @@ struct ExecBatch {
 
 // Called on a queue's thread just before `op` runs on `backend`/`device` (the autotune lookup
 // that picks the op's config). Must not block.
-using PrepareOpFn = std::function<void(Backend* backend, int device, Op& op)>;
+using PrepareOpFn = std::function<void(Backend* backend, int device, ValidatedOp& op)>;
 
 class Executor {
  public:

@@ -1,6 +1,11 @@
 #include "server/proto_convert.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
 #include "kerneld/kernels/status_macros.h"
 
 namespace kd {
@@ -69,9 +74,14 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
   return t;
 }
 
-#define KD_BIND(dst, msg, name) KD_ASSIGN_OR_RETURN(dst, Bind(msg.name(), msg.has_##name(), #name))
+namespace {
 
-absl::StatusOr<Op> OpBinder::Quantize(const v1::QuantizeOp& p) {
+// One binding per op message: its enums range-checked, its scalars converted, its tensors bound
+// under the field names of the op's OpTraits.
+#define KD_BIND(dst, msg, name) \
+  KD_ASSIGN_OR_RETURN(dst, b.Bind(msg.name(), msg.has_##name(), #name))
+
+absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::QuantizeOp& p) {
   QuantizeArgs a;
   KD_RETURN_IF_ERROR(CheckEnum(p.granularity(), v1::QuantGranularity_MAX, "granularity"));
   KD_RETURN_IF_ERROR(CheckEnum(p.scale_format(), v1::ScaleFormat_MAX, "scale_format"));
@@ -94,7 +104,7 @@ absl::StatusOr<Op> OpBinder::Quantize(const v1::QuantizeOp& p) {
   return Op(a);
 }
 
-absl::StatusOr<Op> OpBinder::Gemm(const v1::GemmOp& p) {
+absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::GemmOp& p) {
   GemmArgs a;
   KD_RETURN_IF_ERROR(CheckEnum(p.variant(), v1::GemmVariant_MAX, "variant"));
   a.variant = static_cast<GemmVariant>(p.variant());
@@ -108,7 +118,7 @@ absl::StatusOr<Op> OpBinder::Gemm(const v1::GemmOp& p) {
   return Op(a);
 }
 
-absl::StatusOr<Op> OpBinder::Pad(const v1::PadOp& p) {
+absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::PadOp& p) {
   PadArgs a;
   a.alignment = p.alignment();
   KD_BIND(a.input, p, input);
@@ -118,7 +128,7 @@ absl::StatusOr<Op> OpBinder::Pad(const v1::PadOp& p) {
   return Op(a);
 }
 
-absl::StatusOr<Op> OpBinder::Unpad(const v1::UnpadOp& p) {
+absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::UnpadOp& p) {
   UnpadArgs a;
   a.alignment = p.alignment();
   KD_BIND(a.input, p, input);
@@ -129,20 +139,41 @@ absl::StatusOr<Op> OpBinder::Unpad(const v1::UnpadOp& p) {
 
 #undef KD_BIND
 
+}  // namespace
+
+template <typename OpMessage>
+absl::StatusOr<Op> OpBinder::BindOp(const OpMessage& op) {
+  return BindMessage(*this, op);
+}
+template absl::StatusOr<Op> OpBinder::BindOp(const v1::QuantizeOp&);
+template absl::StatusOr<Op> OpBinder::BindOp(const v1::GemmOp&);
+template absl::StatusOr<Op> OpBinder::BindOp(const v1::PadOp&);
+template absl::StatusOr<Op> OpBinder::BindOp(const v1::UnpadOp&);
+
+// One case per op of kd::Op (and per case of kerneld.v1.Op's `kind`; proto_convert_test checks
+// that the two lists and their tensor fields agree).
+static_assert(kOpCount == 4, "a new op needs its BindMessage, its instantiation and its case here");
+
 absl::StatusOr<Op> OpBinder::Any(const v1::Op& op) {
   switch (op.kind_case()) {
     case v1::Op::kQuantize:
-      return Quantize(op.quantize());
+      return BindOp(op.quantize());
     case v1::Op::kGemm:
-      return Gemm(op.gemm());
+      return BindOp(op.gemm());
     case v1::Op::kPad:
-      return Pad(op.pad());
+      return BindOp(op.pad());
     case v1::Op::kUnpad:
-      return Unpad(op.unpad());
+      return BindOp(op.unpad());
     case v1::Op::KIND_NOT_SET:
       break;
   }
-  return Invalid("kind is not set (one of quantize, gemm, pad, unpad)");
+  static const std::string* const kCases = [] {
+    const google::protobuf::OneofDescriptor* kind = v1::Op::descriptor()->FindOneofByName("kind");
+    std::vector<std::string> names;
+    for (int i = 0; i < kind->field_count(); ++i) names.push_back(kind->field(i)->name());
+    return new std::string(absl::StrJoin(names, ", "));
+  }();
+  return Invalid("kind is not set (one of ", *kCases, ")");
 }
 
 }  // namespace kd

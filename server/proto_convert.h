@@ -29,10 +29,11 @@ class OpBinder {
   // An absent TensorRef gives an absent Tensor; `field` names it in errors.
   absl::StatusOr<Tensor> Bind(const v1::TensorRef& ref, bool present, absl::string_view field);
 
-  absl::StatusOr<Op> Quantize(const v1::QuantizeOp& op);
-  absl::StatusOr<Op> Gemm(const v1::GemmOp& op);
-  absl::StatusOr<Op> Pad(const v1::PadOp& op);
-  absl::StatusOr<Op> Unpad(const v1::UnpadOp& op);
+  // The op of one op message of kerneld.v1 (QuantizeOp, GemmOp, PadOp, UnpadOp: the messages of
+  // the cases of kerneld.v1.Op, each instantiated in proto_convert.cc), its tensors bound.
+  template <typename OpMessage>
+  absl::StatusOr<Op> BindOp(const OpMessage& op);
+  // The op of whichever case `op` holds; INVALID_ARGUMENT when none is set.
   absl::StatusOr<Op> Any(const v1::Op& op);
 
   // The backend the bound tensors live on (nullptr before any tensor was bound).

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/registry.h"
 
 namespace kd {
@@ -122,8 +123,8 @@ void BM_Quantize(benchmark::State& state, Variant v) {
     a.scales_t = scales_t->t;
     bytes += output_t->bytes() + scales_t->bytes();
   }
-  const Op op = a;
-  if (!Validate(op).ok()) {
+  const absl::StatusOr<ValidatedOp> op = Validate(a);
+  if (!op.ok()) {
     state.SkipWithError("invalid op");
     return;
   }
@@ -131,7 +132,7 @@ void BM_Quantize(benchmark::State& state, Variant v) {
   std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
   const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
-    if (!cpu->Run(op, *stream, {}).ok()) state.SkipWithError("run failed");
+    if (!cpu->Run(*op, *stream, {}).ok()) state.SkipWithError("run failed");
     benchmark::ClobberMemory();
   }
   SetCpuCounters(state, ProcessCpuSeconds() - cpu0, bytes);

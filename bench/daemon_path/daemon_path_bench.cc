@@ -112,7 +112,7 @@ struct Env {
   kd::Op BoundOp() {
     std::shared_ptr<kd::Session> s = session();
     kd::OpBinder binder(*s);
-    absl::StatusOr<kd::Op> bound = binder.Quantize(op);
+    absl::StatusOr<kd::Op> bound = binder.BindOp(op);
     Check(bound.status(), "bind");
     return *bound;
   }
@@ -195,12 +195,13 @@ void BM_SessionFind(benchmark::State& state) {
 }
 BENCHMARK(BM_SessionFind);
 
-// OpBinder::Quantize: enums, three tensors looked up in the session and bound, regions taken.
+// OpBinder::BindOp of a QuantizeOp: enums, three tensors looked up in the session and bound,
+// regions taken.
 void BM_BindQuantize(benchmark::State& state) {
   std::shared_ptr<kd::Session> s = env->session();
   for (auto _ : state) {
     kd::OpBinder binder(*s);
-    benchmark::DoNotOptimize(binder.Quantize(env->op));
+    benchmark::DoNotOptimize(binder.BindOp(env->op));
     benchmark::DoNotOptimize(binder.TakeRegions());
   }
 }
@@ -211,8 +212,9 @@ void BM_ValidateSupports(benchmark::State& state) {
   const kd::Op op = env->BoundOp();
   kd::Backend* backend = env->daemon->backends().Default();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(kd::Validate(op));
-    benchmark::DoNotOptimize(backend->Supports(op));
+    absl::StatusOr<kd::ValidatedOp> validated = kd::Validate(op);
+    benchmark::DoNotOptimize(validated);
+    benchmark::DoNotOptimize(backend->Supports(*validated));
   }
 }
 BENCHMARK(BM_ValidateSupports);

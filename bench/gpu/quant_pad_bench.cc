@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kerneld/kernels/backend.h"
+#include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
 #include "kerneld/kernels/status_macros.h"
@@ -83,7 +84,9 @@ double MedianMs(cudaStream_t stream, int reps, const std::function<void()>& fn) 
 
 // Median milliseconds of `op` by the backend's kernel timing: kWarmup runs, then `reps` runs
 // enqueued back to back and one synchronisation.
-absl::Status TimeOp(Backend& gpu, Stream& stream, const Op& op, int reps, double& median_ms) {
+absl::Status TimeOp(Backend& gpu, Stream& stream, const Op& unchecked, int reps,
+                    double& median_ms) {
+  KD_ASSIGN_OR_RETURN(const ValidatedOp op, Validate(unchecked));
   for (int i = 0; i < kWarmup; ++i) KD_RETURN_IF_ERROR(gpu.Run(op, stream, nullptr));
   KD_RETURN_IF_ERROR(gpu.Synchronize(stream));
   std::vector<std::atomic<double>> seconds(reps);
@@ -280,7 +283,7 @@ int main(int argc, char** argv) {
       q.scale_layout = v.kbm ? ScaleLayout::kKBlockMajor : ScaleLayout::kRowMajor;
       q.scale_format = v.pow2 ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
       const Op op(q);
-      absl::Status st = Validate(op);
+      absl::Status st = Validate(op).status();
       if (!st.ok()) {
         std::fprintf(stderr, "%s: %s\n", v.name, st.ToString().c_str());
         return 1;

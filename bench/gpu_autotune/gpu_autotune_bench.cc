@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "kerneld/kernels/autotune.h"
+#include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm_harness.h"
 
@@ -73,7 +74,11 @@ int Main(int argc, char** argv) {
     std::string incumbent;
     for (int round = 0; round < 2; ++round) {
       const auto t0 = std::chrono::steady_clock::now();
-      auto harness = CreateCudaGemmHarness(key, {});
+      CudaGemmHarnessOptions options;
+      if (absl::StatusOr<std::string> reference = spaces.Default(key); reference.ok()) {
+        options.reference_config = *reference;
+      }
+      auto harness = CreateCudaGemmHarness(key, options);
       const double setup = Seconds(t0);
       if (!harness.ok()) {
         std::printf(", \"error\": \"%s\"}", std::string(harness.status().message()).c_str());

@@ -17,9 +17,7 @@
 namespace kd {
 namespace {
 
-using autotune_internal::AppendEscaped;
 using autotune_internal::Crc32c;
-using autotune_internal::Unescape;
 
 constexpr absl::string_view kMagic = "kerneld-autotune-cache";
 constexpr absl::string_view kChecksumTag = "crc32c\t";
@@ -60,7 +58,7 @@ absl::StatusOr<std::string> HeaderValue(LineReader& lines, absl::string_view nam
   if (tab == absl::string_view::npos || line.substr(0, tab) != name) {
     return BadLine(lines.number(), absl::StrCat("want \"", name, "<TAB>value\""));
   }
-  return Unescape(line.substr(tab + 1), name);
+  return UnescapeKeyField(line.substr(tab + 1), name);
 }
 
 absl::StatusOr<CacheEntry> ParseEntry(absl::string_view line, int number) {
@@ -72,7 +70,7 @@ absl::StatusOr<CacheEntry> ParseEntry(absl::string_view line, int number) {
   absl::StatusOr<TuneKey> key = ParseTuneKey(f[0]);
   if (!key.ok()) return BadLine(number, key.status().message());
   e.key = *std::move(key);
-  absl::StatusOr<std::string> config = Unescape(f[1], "config");
+  absl::StatusOr<std::string> config = UnescapeKeyField(f[1], "config");
   if (!config.ok()) return BadLine(number, config.status().message());
   if (config->empty()) return BadLine(number, "config is empty");
   e.config = *std::move(config);
@@ -87,7 +85,7 @@ absl::StatusOr<CacheEntry> ParseEntry(absl::string_view line, int number) {
 
 void AppendHeader(std::string& out, absl::string_view name, absl::string_view value) {
   absl::StrAppend(&out, name, "\t");
-  AppendEscaped(out, value);
+  AppendKeyEscaped(out, value);
   out.push_back('\n');
 }
 
@@ -127,7 +125,7 @@ std::string SerializeCacheFile(const CacheFile& file) {
   for (const CacheEntry& e : file.entries) {
     out += e.key.ToString();
     out.push_back('\t');
-    AppendEscaped(out, e.config);
+    AppendKeyEscaped(out, e.config);
     absl::StrAppendFormat(&out, "\t%.17g\t%.17g\t%.17g\t%d\t%d\n", e.seconds, e.default_seconds,
                           e.noise_seconds, e.pinned ? 1 : 0, e.updated_unix);
   }

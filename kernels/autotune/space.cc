@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/autotune_space.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
@@ -15,30 +16,6 @@ namespace {
 
 bool OneOf(int64_t v, std::initializer_list<int64_t> allowed) {
   return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-}
-
-// Parses `config` into exactly the fields `names`, in that order.
-absl::StatusOr<std::vector<int64_t>> ParseFixedFields(absl::string_view config,
-                                                      std::initializer_list<const char*> names) {
-  auto fields = ParseConfigFields(config);
-  if (!fields.ok()) return fields.status();
-  std::string want;
-  for (const char* n : names) absl::StrAppend(&want, want.empty() ? "" : ".", n, "<int>");
-  if (fields->size() != names.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config \"", config, "\" has ", fields->size(), " fields, want ", want));
-  }
-  std::vector<int64_t> values;
-  size_t i = 0;
-  for (const char* n : names) {
-    if ((*fields)[i].first != n) {
-      return absl::InvalidArgumentError(absl::StrCat("config \"", config, "\" field ", i, " is \"",
-                                                     (*fields)[i].first, "\", want ", want));
-    }
-    values.push_back((*fields)[i].second);
-    ++i;
-  }
-  return values;
 }
 
 absl::Status OutOfRange(absl::string_view config, absl::string_view field, int64_t v,
@@ -163,13 +140,6 @@ ConfigSpace HipGemmSpace(absl::string_view variant, absl::string_view family) {
 
 }  // namespace
 
-std::string ArchFamily(absl::string_view arch) {
-  if (arch == "sm_90" || arch == "sm_90a") return "sm_90";
-  if (arch == "gfx940" || arch == "gfx941" || arch == "gfx942") return "gfx94x";
-  if (arch == "x86_64" || arch == "aarch64") return "cpu";
-  return std::string(arch);
-}
-
 const ConfigSpaceRegistry& ConfigSpaceRegistry::Builtin() {
   static const ConfigSpaceRegistry* const kRegistry = [] {
     auto* r = new ConfigSpaceRegistry();
@@ -285,47 +255,12 @@ absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry) {
   return status;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseConfigFields(
-    absl::string_view config) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  if (config.empty()) return absl::InvalidArgumentError("config is empty");
-  for (absl::string_view part : absl::StrSplit(config, '.')) {
-    size_t i = 0;
-    while (i < part.size() && part[i] >= 'a' && part[i] <= 'z') ++i;
-    int64_t v = 0;
-    const absl::string_view digits = part.substr(i);
-    const bool all_digits =
-        !digits.empty() &&
-        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (i == 0 || !all_digits || digits.size() > 9 || !absl::SimpleAtoi(digits, &v) ||
-        (digits.size() > 1 && digits[0] == '0')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config \"", config, "\" field \"", part,
-                       "\" is not a lower-case name followed by a decimal integer"));
-    }
-    out.emplace_back(std::string(part.substr(0, i)), v);
-  }
-  return out;
-}
-
-absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config) {
-  auto v = ParseFixedFields(config, {"tn"});
-  if (!v.ok()) return v.status();
-  const int64_t tn = (*v)[0];
-  if (!OneOf(tn, {16, 32, 64, 128, 256})) {
-    return OutOfRange(config, "tn", tn, "16, 32, 64, 128 or 256");
-  }
-  return tn;
-}
-
-std::string FormatCpuGemmConfig(int64_t tile_n) { return absl::StrCat("tn", tile_n); }
-
 int Sm90SmCount(absl::string_view device_name) {
   return absl::StrContains(device_name, "PCIe") ? 114 : 132;
 }
 
 absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config) {
-  auto v = ParseFixedFields(config, {"bm", "bn", "bk", "nw", "st"});
+  auto v = ParseConfigFieldValues(config, {"bm", "bn", "bk", "nw", "st"});
   if (!v.ok()) return v.status();
   const std::vector<int64_t>& f = *v;
   if (!OneOf(f[0], {64, 128, 256})) return OutOfRange(config, "bm", f[0], "64, 128 or 256");

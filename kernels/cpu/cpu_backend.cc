@@ -1,5 +1,7 @@
 // The CPU backend: memory is host shared memory (the pool's memfds, descriptors clients lend),
 // ops run on a thread pool, and it is the reference every other backend is tested against.
+#include "kerneld/kernels/cpu_backend.h"
+
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
@@ -17,12 +19,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kerneld/kernels/autotune_space.h"
 #include "kerneld/kernels/client_string.h"
-#include "kerneld/kernels/registry.h"
 #include "kerneld/kernels/shm_guard.h"
 #include "kerneld/kernels/status_macros.h"
+#include "kerneld/kernels/tune_harness.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_harness.h"
 
 namespace kd {
 namespace {
@@ -76,9 +78,9 @@ class ShmRegion : public Region {
 // FAILED_PRECONDITION naming the first tensor of `op` whose shared memory was truncated by
 // another process while mapped (its contents are gone); OK otherwise. One atomic load unless a
 // truncation ever happened in this process.
-absl::Status CheckNotTruncated(const Op& op) {
+absl::Status CheckNotTruncated(const ValidatedOp& op) {
   if (ShmFaultCount() == 0) return absl::OkStatus();
-  for (const NamedTensor& t : OpTensors(op)) {
+  for (const NamedTensor& t : OpTensors(op.op())) {
     if (t.tensor->data != nullptr && ShmFaultedAt(t.tensor->data)) {
       return absl::FailedPreconditionError(absl::StrCat(
           t.field,
@@ -216,24 +218,27 @@ class CpuBackend : public Backend {
   }
   absl::Status Synchronize(Stream&) override { return absl::OkStatus(); }
 
-  absl::Status Supports(const Op& op) const override {
-    if (auto* q = std::get_if<QuantizeArgs>(&op)) return CpuSupportsQuantize(*q);
-    if (auto* g = std::get_if<GemmArgs>(&op)) return CpuSupportsGemm(*g);
-    return absl::OkStatus();
+  bool CanTune() const override { return true; }
+  absl::StatusOr<std::unique_ptr<TuneHarness>> CreateTuneHarness(const TuneKey& key,
+                                                                 absl::string_view reference_config,
+                                                                 int device) override {
+    if (device != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device=", device, " does not exist on the cpu backend (only 0)"));
+    }
+    CpuGemmHarnessOptions options;
+    options.reference_config = std::string(reference_config);
+    return CreateCpuGemmHarness(key, options);
   }
 
-  absl::Status Run(const Op& op, Stream&, KernelTimingFn on_timed) override {
+  // The reference runs every valid op.
+  absl::Status Supports(const ValidatedOp&) const override { return absl::OkStatus(); }
+
+  absl::Status Run(const ValidatedOp& op, Stream&, KernelTimingFn on_timed) override {
     KD_RETURN_IF_ERROR(CheckNotTruncated(op));
     const auto start = std::chrono::steady_clock::now();
-    absl::Status status;
-    if (auto* q = std::get_if<QuantizeArgs>(&op))
-      status = QuantizeCpu(*q, pool_);
-    else if (auto* g = std::get_if<GemmArgs>(&op))
-      status = RunGemm(*g);
-    else if (auto* p = std::get_if<PadArgs>(&op))
-      status = PadCpu(*p, pool_);
-    else if (auto* u = std::get_if<UnpadArgs>(&op))
-      status = UnpadCpu(*u, pool_);
+    absl::Status status =
+        std::visit([this](const auto& args) { return RunCpu(args, pool_); }, op.op());
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     if (status.ok()) status = CheckNotTruncated(op);  // truncated while the op ran
     if (status.ok() && on_timed) on_timed(elapsed.count());
@@ -241,12 +246,6 @@ class CpuBackend : public Backend {
   }
 
  private:
-  absl::Status RunGemm(const GemmArgs& g) {
-    // Another kernel's config, or none, runs the default.
-    const CpuGemmConfig* config = std::get_if<CpuGemmConfig>(&g.config);
-    return GemmCpu(g, pool_, config != nullptr ? *config : CpuGemmConfig());
-  }
-
   ThreadPool pool_;
   std::atomic<uint64_t> used_{0};
   std::atomic<uint64_t> imported_{0};

@@ -1,6 +1,8 @@
-// Entry points of the CPU reference kernels. Each takes a validated op (kd::Validate passed) whose
-// tensors are host memory, and a pool to spread rows over. They return a Status only for what
-// validation cannot see ahead: data-dependent rules such as group offsets read from memory.
+// Entry points of the CPU reference kernels: one RunCpu overload per op, which CpuBackend::Run
+// picks by the op's type (an op without one does not compile there). Each takes a validated op
+// (kd::Validate passed) whose tensors are host memory, and a pool to spread rows over. They
+// return a Status only for what validation cannot see ahead: data-dependent rules such as group
+// offsets read from memory.
 #ifndef KERNELD_KERNELS_CPU_CPU_KERNELS_H_
 #define KERNELD_KERNELS_CPU_CPU_KERNELS_H_
 
@@ -10,17 +12,19 @@
 
 namespace kd {
 
-// OK when the CPU quantizer implements this granularity/option mix, else UNIMPLEMENTED.
-absl::Status CpuSupportsQuantize(const QuantizeArgs& args);
-absl::Status QuantizeCpu(const QuantizeArgs& args, ThreadPool& pool);
+absl::Status RunCpu(const QuantizeArgs& args, ThreadPool& pool);
+// Runs GemmCpu with args.config when it is a CpuGemmConfig, else the default.
+absl::Status RunCpu(const GemmArgs& args, ThreadPool& pool);
+absl::Status RunCpu(const PadArgs& args, ThreadPool& pool);
+absl::Status RunCpu(const UnpadArgs& args, ThreadPool& pool);
 
-absl::Status CpuSupportsGemm(const GemmArgs& args);
 // `config`: its tunable parameters (CpuGemmConfig, gemm_config.h; autotune space "gemm"/"nt"/cpu);
 // the defaults are its untuned behaviour. The result does not depend on them.
 absl::Status GemmCpu(const GemmArgs& args, ThreadPool& pool, const CpuGemmConfig& config = {});
 
-absl::Status PadCpu(const PadArgs& args, ThreadPool& pool);
-absl::Status UnpadCpu(const UnpadArgs& args, ThreadPool& pool);
+// UNIMPLEMENTED for an option mix the CPU kernels do not know (unreachable for a validated op).
+absl::Status CpuSupportsQuantize(const QuantizeArgs& args);
+absl::Status CpuSupportsGemm(const GemmArgs& args);
 
 // Reads a group-ends tensor (i32 or i64, host memory) into int64 values.
 std::vector<int64_t> ReadGroupEnds(const Tensor& ends);

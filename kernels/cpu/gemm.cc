@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/status_macros.h"
+#include "kerneld/kernels/tune_harness.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace kd {
@@ -303,5 +305,33 @@ absl::Status GemmCpu(const GemmArgs& g, ThreadPool& pool, const CpuGemmConfig& c
       return CpuSupportsGemm(g);
   }
 }
+
+absl::Status RunCpu(const GemmArgs& g, ThreadPool& pool) {
+  // Another kernel's config, or none, runs the default.
+  const CpuGemmConfig* config = std::get_if<CpuGemmConfig>(&g.config);
+  return GemmCpu(g, pool, config != nullptr ? *config : CpuGemmConfig());
+}
+
+namespace {
+
+absl::Status CpuConfigOutOfRange(absl::string_view config, absl::string_view field, int64_t v,
+                                 absl::string_view rule) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("config \"", config, "\" ", field, "=", v, " must be ", rule));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config) {
+  auto v = ParseConfigFieldValues(config, {"tn"});
+  if (!v.ok()) return v.status();
+  const int64_t tn = (*v)[0];
+  if (tn != 16 && tn != 32 && tn != 64 && tn != 128 && tn != 256) {
+    return CpuConfigOutOfRange(config, "tn", tn, "16, 32, 64, 128 or 256");
+  }
+  return tn;
+}
+
+std::string FormatCpuGemmConfig(int64_t tile_n) { return absl::StrCat("tn", tile_n); }
 
 }  // namespace kd

@@ -1,4 +1,5 @@
-// The CPU backend's tuning harness for GemmCpu.
+#include "kernels/cpu/gemm_harness.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -7,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "kerneld/kernels/autotune_tuner.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -49,14 +50,15 @@ Tensor Matrix(void* data, DType dtype, int64_t rows, int64_t cols) {
 struct InputSet {
   std::vector<uint8_t> a, b;
   std::vector<float> a_scales, b_scales;
-  std::vector<uint8_t> reference;  // D of the default config; empty until first needed
+  std::vector<uint8_t> reference;  // D of the reference config; empty until first needed
 };
 
 class CpuGemmHarness : public TuneHarness {
  public:
-  CpuGemmHarness(int64_t m, int64_t n, int64_t k, DType ab, DType d,
+  CpuGemmHarness(int64_t m, int64_t n, int64_t k, DType ab, DType d, CpuGemmConfig reference,
                  const CpuGemmHarnessOptions& options)
-      : m_(m),
+      : reference_config_(reference),
+        m_(m),
         n_(n),
         k_(k),
         ab_(ab),
@@ -89,8 +91,8 @@ class CpuGemmHarness : public TuneHarness {
     InputSet& set = sets_[current_];
     if (set.reference.empty()) {
       set.reference.resize(output_.size());
-      const absl::Status s =
-          GemmCpu(Args(set, Matrix(set.reference.data(), d_dtype_, m_, n_)), pool_, {});
+      const absl::Status s = GemmCpu(Args(set, Matrix(set.reference.data(), d_dtype_, m_, n_)),
+                                     pool_, reference_config_);
       if (!s.ok()) return s;
     }
     if (std::memcmp(set.reference.data(), output_.data(), output_.size()) == 0) {
@@ -145,6 +147,7 @@ class CpuGemmHarness : public TuneHarness {
     return g;
   }
 
+  const CpuGemmConfig reference_config_;
   const int64_t m_, n_, k_;
   const DType ab_, d_dtype_;
   const CpuGemmHarnessOptions options_;
@@ -188,8 +191,14 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCpuGemmHarness(
     return absl::InvalidArgumentError(absl::StrCat("shape m=", key.m, " n=", key.n, " k=", key.k,
                                                    " is too large to tune on the host"));
   }
+  CpuGemmConfig reference;
+  if (!options.reference_config.empty()) {
+    absl::StatusOr<int64_t> tile_n = ParseCpuGemmConfig(options.reference_config);
+    if (!tile_n.ok()) return tile_n.status();
+    reference.tile_n = *tile_n;
+  }
   return std::unique_ptr<TuneHarness>(
-      std::make_unique<CpuGemmHarness>(key.m, key.n, key.k, *ab, *d, options));
+      std::make_unique<CpuGemmHarness>(key.m, key.n, key.k, *ab, *d, reference, options));
 }
 
 }  // namespace kd

@@ -35,7 +35,7 @@ std::vector<int64_t> ReadGroupEnds(const Tensor& ends) {
   return out;
 }
 
-absl::Status PadCpu(const PadArgs& a, ThreadPool& pool) {
+absl::Status RunCpu(const PadArgs& a, ThreadPool& pool) {
   const std::vector<int64_t> ends = ReadGroupEnds(a.group_ends);
   KD_RETURN_IF_ERROR(CheckGroupEnds(ends.data(), ends.size(), a.input.shape[0], "group_ends"));
   const std::vector<int64_t> padded = PaddedEnds(ends, a.alignment);
@@ -68,7 +68,7 @@ absl::Status PadCpu(const PadArgs& a, ThreadPool& pool) {
   return absl::OkStatus();
 }
 
-absl::Status UnpadCpu(const UnpadArgs& a, ThreadPool& pool) {
+absl::Status RunCpu(const UnpadArgs& a, ThreadPool& pool) {
   const std::vector<int64_t> ends = ReadGroupEnds(a.group_ends);
   KD_RETURN_IF_ERROR(CheckGroupEnds(ends.data(), ends.size(), a.output.shape[0], "group_ends"));
   const std::vector<int64_t> padded = PaddedEnds(ends, a.alignment);

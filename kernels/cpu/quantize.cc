@@ -604,7 +604,7 @@ absl::Status CpuSupportsQuantize(const QuantizeArgs& a) {
                    " is not implemented on the cpu backend"));
 }
 
-absl::Status QuantizeCpu(const QuantizeArgs& a, ThreadPool& pool) {
+absl::Status RunCpu(const QuantizeArgs& a, ThreadPool& pool) {
   switch (a.output.dtype) {
     case DType::kE4M3FN:
       return QuantizeAs<fp8::E4M3FN>(a, pool);

@@ -12,6 +12,8 @@
 // the group's records to the kernel timer's poller, which reads them once an event recorded
 // after the group completed and calls the caller's `done`. So an op's violation is reported to
 // the batch that ran it and to no other. The op that found it writes no output rows.
+#include "kerneld/kernels/cuda_backend.h"
+
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -25,15 +27,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "kerneld/kernels/registry.h"
+#include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/device_pool.h"
-#ifdef KD_HAVE_CUDA_GEMM
 #include "kernels/cuda/gemm/gemm_fp8.h"
-#endif
+#include "kernels/cuda/gemm_harness.h"
 #include "kernels/cuda/ipc_mappings.h"
 #include "kernels/cuda/kernel_timer.h"
 #include "kernels/cuda/quantize_dispatch.h"
@@ -255,23 +256,8 @@ void CountGemmConfigFallback(const GemmConfig& config, const absl::Status& why) 
   }
 }
 
-absl::Status SupportsGemm(const GemmArgs& g, const std::vector<DeviceProperties>& devices) {
-#ifdef KD_HAVE_CUDA_GEMM
-  for (const DeviceProperties& p : devices) {
-    if (p.arch != "sm_90") {
-      return absl::UnimplementedError(
-          absl::StrCat("the cuda gemm needs an sm_90 (Hopper) device; ", p.name, " is ", p.arch));
-    }
-  }
-  return CudaSupportsGemmFp8(g);
-#else
-  return absl::UnimplementedError("this kerneld was built without the cuda gemm");
-#endif
-}
-
 // NN runs as NT on a transposed copy of b held in the stream's scratch (see gemm/gemm_fp8.h).
 absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-#ifdef KD_HAVE_CUDA_GEMM
   int sms = 0;
   KD_GPU_RETURN_IF_ERROR(cuda::CurrentSmCount(&sms));
   void* scratch = nullptr;
@@ -292,9 +278,6 @@ absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_R
   if (launched.code() != absl::StatusCode::kInternal || *config == fallback) return launched;
   CountGemmConfigFallback(*config, launched);
   return LaunchGemmFp8(g, fallback, stream, scratch);
-#else
-  return absl::UnimplementedError("this kerneld was built without the cuda gemm");
-#endif
 }
 
 class CudaBackend : public Backend {
@@ -478,27 +461,28 @@ class CudaBackend : public Backend {
     }
   }
 
-  absl::Status Supports(const Op& op) const override {
-    if (auto* q = std::get_if<QuantizeArgs>(&op)) {
-      if (q->granularity == QuantGranularity::kInvalid) {
-        return absl::UnimplementedError(absl::StrCat("quantize granularity ",
-                                                     GranularityName(q->granularity),
-                                                     " is not implemented on the cuda backend"));
-      }
-      return absl::OkStatus();
-    }
-    if (auto* g = std::get_if<GemmArgs>(&op)) return SupportsGemm(*g, properties_);
-    return absl::OkStatus();
+  bool CanTune() const override { return true; }
+  absl::StatusOr<std::unique_ptr<TuneHarness>> CreateTuneHarness(const TuneKey& key,
+                                                                 absl::string_view reference_config,
+                                                                 int device) override {
+    KD_RETURN_IF_ERROR(CheckDevice(device));
+    CudaGemmHarnessOptions options;
+    options.device = device;
+    options.reference_config = std::string(reference_config);
+    return CreateCudaGemmHarness(key, options);
   }
 
-  absl::Status Run(const Op& op, Stream& stream, KernelTimingFn on_timed) override {
+  absl::Status Supports(const ValidatedOp& op) const override {
+    return std::visit([this](const auto& args) { return SupportsOp(args); }, op.op());
+  }
+
+  absl::Status Run(const ValidatedOp& op, Stream& stream, KernelTimingFn on_timed) override {
     if (!healthy_.load()) {
       return absl::UnavailableError("the cuda backend saw a sticky device error and is unhealthy");
     }
     KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
     KD_RETURN_IF_ERROR(Supports(op));
-    KD_RETURN_IF_ERROR(Validate(op));
-    for (const NamedTensor& t : OpTensors(op)) {
+    for (const NamedTensor& t : OpTensors(op.op())) {
       if (t.tensor->loc != DeviceLoc{BackendKind::kCuda, s->device()}) {
         return absl::FailedPreconditionError(
             absl::StrCat(t.field, " is on ", BackendName(t.tensor->loc.kind), ":",
@@ -511,7 +495,8 @@ class CudaBackend : public Backend {
     if (on_timed) {
       KD_ASSIGN_OR_RETURN(span, timer_.Begin(s->device(), s->stream()));
     }
-    const absl::Status launched = Launch(op, *s);
+    const absl::Status launched =
+        std::visit([this, s](const auto& args) { return Launch(args, *s); }, op.op());
     s->CountOp();
     if (!launched.ok()) {
       if (on_timed) timer_.Abandon(span);
@@ -548,8 +533,37 @@ class CudaBackend : public Backend {
 
   // The quantize op: its params filled once and its kernel family chosen in quantize_dispatch.h;
   // the stream lends the error record (jagged group ends) and the scratch.
-  absl::Status LaunchQuantizeOp(const QuantizeArgs& q, CudaStream& s)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+  // Per op, by overload on its args: whether this backend runs it (SupportsOp) and its launch
+  // (Launch), which turns the validated args into its kernels' parameters (cuda_kernels.h,
+  // quantize_dispatch.h). An op with neither has no cuda kernel: the templates answer
+  // UNIMPLEMENTED for it.
+  template <typename Args>
+  absl::Status SupportsOp(const Args&) const {
+    return absl::UnimplementedError(absl::StrCat(OpTraits<Args>::kName, " has no cuda kernel"));
+  }
+  template <typename Args>
+  absl::Status Launch(const Args& args, CudaStream&) {
+    return SupportsOp(args);
+  }
+
+  absl::Status SupportsOp(const QuantizeArgs&) const { return absl::OkStatus(); }
+  absl::Status SupportsOp(const PadArgs&) const { return absl::OkStatus(); }
+  absl::Status SupportsOp(const UnpadArgs&) const { return absl::OkStatus(); }
+  absl::Status SupportsOp(const GemmArgs& g) const {
+    for (const DeviceProperties& p : properties_) {
+      if (p.arch != "sm_90") {
+        return absl::UnimplementedError(
+            absl::StrCat("the cuda gemm needs an sm_90 (Hopper) device; ", p.name, " is ", p.arch));
+      }
+    }
+    return CudaSupportsGemmFp8(g);
+  }
+
+  absl::Status Launch(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    return LaunchGemm(g, s);
+  }
+
+  absl::Status Launch(const QuantizeArgs& q, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     KD_ASSIGN_OR_RETURN(cuda::QuantizeParams p, cuda::MakeQuantizeParams(q));
     if (cuda::QuantizeNeedsErrorRecord(p)) {
       KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
@@ -560,40 +574,40 @@ class CudaBackend : public Backend {
     return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
   }
 
-  absl::Status Launch(const Op& op, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    if (auto* g = std::get_if<GemmArgs>(&op)) return LaunchGemm(*g, s);
-    if (auto* q = std::get_if<QuantizeArgs>(&op)) return LaunchQuantizeOp(*q, s);
-    const bool unpad = std::holds_alternative<UnpadArgs>(op);
-    if (std::holds_alternative<PadArgs>(op) || unpad) {
-      const Tensor& input = unpad ? std::get<UnpadArgs>(op).input : std::get<PadArgs>(op).input;
-      const Tensor& output = unpad ? std::get<UnpadArgs>(op).output : std::get<PadArgs>(op).output;
-      const Tensor& ends =
-          unpad ? std::get<UnpadArgs>(op).group_ends : std::get<PadArgs>(op).group_ends;
-      const int64_t esize = static_cast<int64_t>(DTypeSize(input.dtype));
-      cuda::PadParams p;
-      p.input = input.data;
-      p.input_stride_bytes = input.strides[0] * esize;
-      p.output = output.data;
-      p.output_stride_bytes = output.strides[0] * esize;
-      p.in_rows = input.shape[0];
-      p.out_rows = output.shape[0];
-      p.row_bytes = input.shape[1] * esize;
-      p.group_ends = ends.data;
-      p.group_ends_stride = ends.strides[0];
-      p.group_ends_i64 = ends.dtype == DType::kI64;
-      p.groups = ends.shape[0];
-      p.alignment = unpad ? std::get<UnpadArgs>(op).alignment : std::get<PadArgs>(op).alignment;
-      if (!unpad) {
-        const Tensor& padded = std::get<PadArgs>(op).padded_group_ends;
-        p.padded_group_ends = padded.as<int32_t>();
-        p.padded_group_ends_stride = padded.strides[0];
-      }
-      KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
-      KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
-      return Check(unpad ? cuda::LaunchUnpad(p, s.stream()) : cuda::LaunchPad(p, s.stream()),
-                   unpad ? "unpad launch" : "pad launch");
-    }
-    return Supports(op);
+  absl::Status Launch(const PadArgs& a, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    cuda::PadParams p = PadParamsOf(a.input, a.output, a.group_ends, a.alignment);
+    p.padded_group_ends = a.padded_group_ends.as<int32_t>();
+    p.padded_group_ends_stride = a.padded_group_ends.strides[0];
+    KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
+    KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
+    return Check(cuda::LaunchPad(p, s.stream()), "pad launch");
+  }
+
+  absl::Status Launch(const UnpadArgs& a, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    cuda::PadParams p = PadParamsOf(a.input, a.output, a.group_ends, a.alignment);
+    KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
+    KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
+    return Check(cuda::LaunchUnpad(p, s.stream()), "unpad launch");
+  }
+
+  // The parameters pad and unpad share.
+  static cuda::PadParams PadParamsOf(const Tensor& input, const Tensor& output, const Tensor& ends,
+                                     int32_t alignment) {
+    const int64_t esize = static_cast<int64_t>(DTypeSize(input.dtype));
+    cuda::PadParams p;
+    p.input = input.data;
+    p.input_stride_bytes = input.strides[0] * esize;
+    p.output = output.data;
+    p.output_stride_bytes = output.strides[0] * esize;
+    p.in_rows = input.shape[0];
+    p.out_rows = output.shape[0];
+    p.row_bytes = input.shape[1] * esize;
+    p.group_ends = ends.data;
+    p.group_ends_stride = ends.strides[0];
+    p.group_ends_i64 = ends.dtype == DType::kI64;
+    p.groups = ends.shape[0];
+    p.alignment = alignment;
+    return p;
   }
 
   const int device_count_;

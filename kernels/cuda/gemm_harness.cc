@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kerneld/kernels/autotune_space.h"
+#include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
@@ -268,7 +268,7 @@ class CudaGemmHarness : public TuneHarness {
     if (dims_.grouped()) {
       args.group_ends = MakeTensor(ends_.get(), DType::kI32, {dims_.groups}, dev);
     }
-    KD_RETURN_IF_ERROR(Validate(Op(args)));
+    KD_RETURN_IF_ERROR(Validate(args).status());
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(start_, stream_));
     KD_RETURN_IF_ERROR(LaunchGemmFp8(args, c, stream_));
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(end_, stream_));
@@ -342,9 +342,9 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
   dims.n = key.n;
   dims.k = key.k;
   dims.groups = key.groups;
-  const ConfigSpaceRegistry& spaces = ConfigSpaceRegistry::Builtin();
-  KD_ASSIGN_OR_RETURN(std::string default_config, spaces.Default(key));
-  auto harness = std::make_unique<CudaGemmHarness>(dims, std::move(default_config), options);
+  if (options.reference_config.empty()) return Invalid(key, "reference_config is required");
+  KD_RETURN_IF_ERROR(ParseGemmConfig(options.reference_config).status());
+  auto harness = std::make_unique<CudaGemmHarness>(dims, options.reference_config, options);
   KD_RETURN_IF_ERROR(harness->Init());
   return std::unique_ptr<TuneHarness>(std::move(harness));
 }

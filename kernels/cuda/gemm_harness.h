@@ -1,6 +1,6 @@
-// The CUDA backend's tuning harness for the sm_90a FP8 GEMM (kernels/cuda/gemm), the counterpart
-// of CreateCpuGemmHarness. Declared without CUDA types; defined in kerneld_cuda, so it exists
-// only in builds with the CUDA backend and its GEMM (KD_HAVE_CUDA_GEMM_HARNESS).
+// The CUDA backend's tuning harness for the sm_90a FP8 GEMM (kernels/cuda/gemm), the harness
+// CudaBackend::CreateTuneHarness makes; the counterpart of CreateCpuGemmHarness. Declared without
+// CUDA types.
 //
 // For one key it allocates, on the device, pseudo-random e4m3fn operands and fp32 scales of the
 // key's shape (grouped keys: groups of equal size, K-grouped ends on 128-blocks), as several input
@@ -8,9 +8,9 @@
 // run, so a time never reads cache-hot inputs. Each Run launches one config on the harness's
 // stream between two CUDA events and waits; DeviceSeconds is the time between the events (the
 // kernel alone). CheckOutput compares the output, element by element, with the output of the
-// space's heuristic default on the same input set (|d - ref| <= 2^-6 |ref| + 2^-10 max|ref|, no
-// NaN or Inf), so a candidate that computes anything else can never win; the default's own
-// output must be finite and not all zero.
+// reference config (the space's heuristic default, as the tuner passes it) on the same input set
+// (|d - ref| <= 2^-6 |ref| + 2^-10 max|ref|, no NaN or Inf), so a candidate that computes anything
+// else can never win; the reference's own output must be finite and not all zero.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_HARNESS_H_
 #define KERNELD_KERNELS_CUDA_GEMM_HARNESS_H_
 
@@ -18,16 +18,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/autotune_key.h"
-#include "kerneld/kernels/autotune_tuner.h"
+#include "kerneld/kernels/tune_harness.h"
 
 namespace kd {
 
 struct CudaGemmHarnessOptions {
   int device = 0;
+  // The config whose output is the reference (GemmConfigToString form). Required.
+  std::string reference_config;
   uint64_t seed = 1;
   // Input sets rotate so that together they span at least this many bytes; 0: twice the
   // device's L2 cache. At most kMaxCudaInputSets sets, fewer when device memory is short.
@@ -41,6 +44,7 @@ constexpr int kMaxCudaInputSets = 8;
 
 // INVALID_ARGUMENT when the key is not an sm_90 "gemm" key of variant nt, tn, m_grouped_nt or
 // k_grouped_tn with dtypes "e4m3fn.e4m3fn>bf16" or ">f32", or K is not a multiple of 128;
+// INVALID_ARGUMENT as well when reference_config is empty or does not parse;
 // RESOURCE_EXHAUSTED when one input set and two outputs do not fit in free device memory;
 // INTERNAL for a CUDA error.
 absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_attributes.h"
 
 namespace kd {
 namespace cuda {
@@ -236,10 +237,8 @@ cudaError_t LaunchCopy(const PadParams& p, cudaStream_t stream, int64_t total_ro
            reinterpret_cast<uintptr_t>(p.output) % a == 0 && p.input_stride_bytes % a == 0 &&
            p.output_stride_bytes % a == 0 && p.row_bytes % a == 0;
   };
-  int device = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess)
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int sms = 0;
+  const cudaError_t err = CurrentSmCount(&sms);
   if (err != cudaSuccess) return err;
   const bool fused = p.groups <= kSharedTableGroups;
   if (!fused) {

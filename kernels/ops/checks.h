@@ -1,8 +1,10 @@
-// Helpers shared by the per-op validators (kernels/ops/*.cc). Not part of the public API.
+// Checks shared by the op definitions (kernels/ops/*.cc). Not part of the public API.
 #ifndef KERNELD_KERNELS_OPS_CHECKS_H_
 #define KERNELD_KERNELS_OPS_CHECKS_H_
 
+#include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -29,11 +31,6 @@ absl::Status CheckTensor(const Tensor& t, absl::string_view field, int rank,
 // `field` has exactly `expected` as shape.
 absl::Status CheckShape(const Tensor& t, absl::string_view field,
                         std::initializer_list<int64_t> expected);
-// Rows of a 2-D tensor are contiguous (row stride may be larger than the row).
-int64_t RowStride(const Tensor& t);
-
-absl::Status ValidateQuantize(const QuantizeArgs& args);
-absl::Status ValidateGemm(const GemmArgs& args);
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

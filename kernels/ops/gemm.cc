@@ -1,4 +1,5 @@
-// Validation of GemmArgs, one rule per check. Shapes per variant (R is the reduction, always a
+// The gemm op: its rules and metric labels (OpTraits<GemmArgs>). Validation is one rule per
+// check. Shapes per variant (R is the reduction, always a
 // multiple of the 128-wide scale block; the other dimensions may be anything, the 128x128 weight
 // scales cover a partial last block):
 //   NT          a (M,R) [a_scales (M,R/128)]  b (N,R) [b_scales (ceil(N/128),R/128)]  d (M,N)
@@ -19,8 +20,13 @@
 #include "kernels/ops/checks.h"
 
 namespace kd {
-namespace internal {
 namespace {
+
+using internal::CeilDiv;
+using internal::CheckShape;
+using internal::CheckTensor;
+using internal::Invalid;
+using internal::Layout;
 
 constexpr std::initializer_list<DType> kFp8 = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
 
@@ -50,7 +56,33 @@ absl::Status CheckKBlockMajorScales(const Tensor& t, absl::string_view field) {
 
 }  // namespace
 
-absl::Status ValidateGemm(const GemmArgs& a) {
+absl::string_view GemmVariantName(GemmVariant v) {
+  switch (v) {
+    case GemmVariant::kNT:
+      return "nt";
+    case GemmVariant::kNN:
+      return "nn";
+    case GemmVariant::kTN:
+      return "tn";
+    case GemmVariant::kMGroupedNT:
+      return "m_grouped_nt";
+    case GemmVariant::kKGroupedTN:
+      return "k_grouped_tn";
+    case GemmVariant::kInvalid:
+      break;
+  }
+  return "invalid";
+}
+
+std::string OpTraits<GemmArgs>::VariantLabel(const GemmArgs& g) {
+  return std::string(GemmVariantName(g.variant));
+}
+
+uint32_t OpTraits<GemmArgs>::VariantKey(const GemmArgs& g) {
+  return static_cast<uint32_t>(g.variant);
+}
+
+absl::Status OpTraits<GemmArgs>::Validate(const GemmArgs& a) {
   switch (a.variant) {
     case GemmVariant::kNT:
     case GemmVariant::kNN:
@@ -146,5 +178,4 @@ absl::Status ValidateGemm(const GemmArgs& a) {
   return absl::OkStatus();
 }
 
-}  // namespace internal
 }  // namespace kd

@@ -1,8 +1,9 @@
-// Validation of QuantizeArgs: one rule per check, each failing with INVALID_ARGUMENT naming the
-// field and the rule. The rules, tail rules included, are those of QuantizeOp and
-// QuantGranularity in proto/kerneld/v1/kerneld.proto. Checks happen in a fixed order (tensors
-// and enums first, then shapes), so a request that breaks several rules always reads the same.
-// Group ends are data: they are checked by the backend when it reads them (CheckGroupEnds).
+// The quantize op: its rules and metric labels (OpTraits<QuantizeArgs>). Validation is one rule
+// per check, each failing with INVALID_ARGUMENT naming the field and the rule. The rules, tail
+// rules included, are those of QuantizeOp and QuantGranularity in proto/kerneld/v1/kerneld.proto.
+// Checks happen in a fixed order (tensors and enums first, then shapes), so a request that breaks
+// several rules always reads the same. Group ends are data: they are checked by the backend when it
+// reads them (CheckGroupEnds).
 #include <cmath>
 #include <limits>
 
@@ -10,8 +11,12 @@
 #include "kernels/ops/checks.h"
 
 namespace kd {
-namespace internal {
 namespace {
+
+using internal::CeilDiv;
+using internal::CheckShape;
+using internal::CheckTensor;
+using internal::Invalid;
 
 bool IsJagged(QuantGranularity g) {
   return g == QuantGranularity::kJaggedRowwise || g == QuantGranularity::kJaggedColwise;
@@ -52,7 +57,45 @@ absl::Status Check1x128Scales(const Tensor& scales, absl::string_view field, int
 
 }  // namespace
 
-absl::Status ValidateQuantize(const QuantizeArgs& a) {
+absl::string_view GranularityName(QuantGranularity g) {
+  switch (g) {
+    case QuantGranularity::k1x128:
+      return "1x128";
+    case QuantGranularity::k128x1:
+      return "128x1";
+    case QuantGranularity::k128x128:
+      return "128x128";
+    case QuantGranularity::kPerRow:
+      return "per_row";
+    case QuantGranularity::kPerTensor:
+      return "per_tensor";
+    case QuantGranularity::kMx1x32:
+      return "mx1x32";
+    case QuantGranularity::kJaggedRowwise:
+      return "jagged_rowwise";
+    case QuantGranularity::kJaggedColwise:
+      return "jagged_colwise";
+    case QuantGranularity::kInvalid:
+      break;
+  }
+  return "invalid";
+}
+
+std::string OpTraits<QuantizeArgs>::VariantLabel(const QuantizeArgs& q) {
+  std::string label(GranularityName(q.granularity));
+  if (q.output_t.present())
+    label += "_dual";
+  else if (q.transpose_output)
+    label += "_t";
+  return label;
+}
+
+uint32_t OpTraits<QuantizeArgs>::VariantKey(const QuantizeArgs& q) {
+  const uint32_t form = q.output_t.present() ? 2 : q.transpose_output ? 1 : 0;
+  return static_cast<uint32_t>(q.granularity) << 2 | form;
+}
+
+absl::Status OpTraits<QuantizeArgs>::Validate(const QuantizeArgs& a) {
   const QuantGranularity g = a.granularity;
   KD_RETURN_IF_ERROR(CheckTensor(a.input, "input", 2, {DType::kF32, DType::kBF16, DType::kF16}));
   KD_RETURN_IF_ERROR(
@@ -170,5 +213,4 @@ absl::Status ValidateQuantize(const QuantizeArgs& a) {
   return absl::OkStatus();
 }
 
-}  // namespace internal
 }  // namespace kd

@@ -13,12 +13,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/pattern.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace {
@@ -303,7 +305,7 @@ TEST(CudaBackend, IpcEventsOrderWorkBetweenProcesses) {
   ref.output = MakeTensor(want_out.data(), DType::kE4M3FN, {m, k}, k, {});
   ref.scales = MakeTensor(want_scales.data(), DType::kF32, {m, k / 128}, k / 128, {});
   ref.granularity = QuantGranularity::k1x128;
-  ASSERT_TRUE(cpu->Run(ref, *cpu_stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*cpu, ref, *cpu_stream, nullptr).ok());
 
   ASSERT_EQ(peer.Ask("delayed_fill 1 41 300 1"), "ok");
   ASSERT_TRUE(gpu->StreamWaitEvent(*stream, **ready).ok());
@@ -311,7 +313,7 @@ TEST(CudaBackend, IpcEventsOrderWorkBetweenProcesses) {
   q.input = MakeTensor(input->data(), DType::kBF16, {m, k}, k, kGpu);
   q.output = MakeTensor(output->data(), DType::kE4M3FN, {m, k}, k, kGpu);
   q.scales = MakeTensor(scales->data(), DType::kF32, {m, k / 128}, k / 128, kGpu);
-  ASSERT_TRUE(gpu->Run(q, *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, q, *stream, nullptr).ok());
   ASSERT_TRUE(gpu->RecordEvent(*stream, **done).ok());
   // No Synchronize here: the peer learns completion from the event alone.
   ASSERT_EQ(peer.Ask("wait 2"), "ok");
@@ -346,7 +348,7 @@ TEST(CudaBackend, PeerKilledWithMappingsOpenLeavesTheBackendServing) {
   q.output = MakeTensor(output->data(), DType::kE4M3FN, {128, 128}, 128, kGpu);
   q.scales = MakeTensor(scales->data(), DType::kF32, {128, 1}, 1, kGpu);
   q.granularity = QuantGranularity::k1x128;
-  ASSERT_TRUE(gpu->Run(q, *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, q, *stream, nullptr).ok());
   EXPECT_TRUE(gpu->Synchronize(*stream).ok());
 }
 
@@ -365,12 +367,10 @@ TEST(CudaBackend, KernelTimeArrivesThroughTheCallbackWithoutASynchronize) {
   q.granularity = QuantGranularity::k1x128;
   std::atomic<int> calls{0};
   std::atomic<double> seconds{-1.0};
-  ASSERT_TRUE(gpu->Run(q, *stream,
-                       [&](double s) {
-                         seconds.store(s);
-                         calls.fetch_add(1);
-                       })
-                  .ok());
+  ASSERT_TRUE(RunOp(*gpu, q, *stream, [&](double s) {
+                seconds.store(s);
+                calls.fetch_add(1);
+              }).ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (calls.load() == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -390,22 +390,34 @@ TEST(CudaBackend, UnsupportedOpsAndForeignTensorsAreRefused) {
   q.input = MakeTensor(input->data(), DType::kBF16, {256, 256}, 256, kGpu);
   q.output = MakeTensor(output->data(), DType::kE4M3FN, {256, 256}, 256, kGpu);
   q.scales = MakeTensor(scales->data(), DType::kF32, {256, 2}, 2, kGpu);
+  // An op that breaks its contract never reaches a backend: Validate refuses it.
   q.granularity = QuantGranularity::kInvalid;
-  EXPECT_EQ(gpu->Supports(q).code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(gpu->Run(q, *stream, nullptr).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Validate(q).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SupportsOp(*gpu, q).code(), absl::StatusCode::kInvalidArgument);
+  // A valid GEMM the cuda kernel does not run (e5m2 operands).
+  auto a = gpu->Allocate(0, 128 * 128).value();
+  auto b = gpu->Allocate(0, 128 * 128).value();
+  auto d = gpu->Allocate(0, 128 * 128 * 2).value();
   GemmArgs g;
   g.variant = GemmVariant::kNT;
-  EXPECT_EQ(gpu->Supports(g).code(), absl::StatusCode::kUnimplemented);
+  g.a = MakeTensor(a->data(), DType::kE5M2, {128, 128}, 128, kGpu);
+  g.a_scales = MakeTensor(scales->data(), DType::kF32, {128, 1}, 1, kGpu);
+  g.b = MakeTensor(b->data(), DType::kE5M2, {128, 128}, 128, kGpu);
+  g.b_scales = MakeTensor(static_cast<char*>(scales->data()) + 4096, DType::kF32, {1, 1}, 1, kGpu);
+  g.d = MakeTensor(d->data(), DType::kBF16, {128, 128}, 128, kGpu);
+  ASSERT_TRUE(Validate(g).ok()) << Validate(g).status();
+  EXPECT_EQ(SupportsOp(*gpu, g).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(RunOp(*gpu, g, *stream, nullptr).code(), absl::StatusCode::kUnimplemented);
 
   q.granularity = QuantGranularity::k1x128;
   q.scales = MakeTensor(scales->data(), DType::kF32, {256, 2}, 2, kGpu);
   q.output.loc.device = 1;  // as if on a second GPU
-  EXPECT_EQ(Validate(q).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(gpu->Run(q, *stream, nullptr).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Validate(q).status().code(), absl::StatusCode::kFailedPrecondition);
   q.output.loc = {BackendKind::kCpu, 0};
   q.input.loc = {BackendKind::kCpu, 0};
   q.scales.loc = {BackendKind::kCpu, 0};
-  EXPECT_EQ(gpu->Run(q, *stream, nullptr).code(), absl::StatusCode::kFailedPrecondition);
+  // Valid, but on another backend than the stream's.
+  EXPECT_EQ(RunOp(*gpu, q, *stream, nullptr).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A PyTorch process exports a slice of a tensor the way trainers do (allocator block handle +

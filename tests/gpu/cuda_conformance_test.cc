@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace {
@@ -141,13 +142,13 @@ TEST(CudaConformance, QuantizeMatchesCpuBitForBitInEveryVariant) {
               };
               std::vector<uint8_t> cpu_in = input;
               const Op cpu_op = make(cpu_in.data(), out.data(), scales.data(), kCpu);
-              ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op);
-              ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+              ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op).status();
+              ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
 
               DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out.size(), kPoison));
               DeviceBuffer d_scales(*gpu, std::vector<uint8_t>(scales.size(), kPoison));
               const Op gpu_op = make(d_input.data(), d_out.data(), d_scales.data(), kGpu);
-              ASSERT_TRUE(gpu->Run(gpu_op, *stream, nullptr).ok());
+              ASSERT_TRUE(RunOp(*gpu, gpu_op, *stream, nullptr).ok());
               ASSERT_TRUE(gpu->Synchronize(*stream).ok());
               const std::vector<uint8_t> got_out = d_out.Read(out.size());
               const std::vector<uint8_t> got_scales = d_scales.Read(scales.size());
@@ -282,14 +283,14 @@ TEST(CudaConformance, EveryOtherGranularityMatchesCpuBitForBit) {
             const std::string what = absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ",
                                                   m, "x", k, " kind=", kind, " option=", option);
             SCOPED_TRACE(what);
-            ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+            ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
             DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
             DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
             DeviceBuffer d_out_t(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
             DeviceBuffer d_sc_t(*gpu, std::vector<uint8_t>(st_bytes, kPoison));
             const Op gpu_op = make(d_input.data(), d_out.data(), d_sc.data(), d_out_t.data(),
                                    d_sc_t.data(), kGpu);
-            const absl::Status run = gpu->Run(gpu_op, *stream, nullptr);
+            const absl::Status run = RunOp(*gpu, gpu_op, *stream, nullptr);
             ASSERT_TRUE(run.ok()) << run;
             ASSERT_TRUE(gpu->Synchronize(*stream).ok());
             const std::vector<uint8_t> got = d_out.Read(out_bytes);
@@ -418,14 +419,14 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
                 DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k, " pads ", qc.in_pad,
                 "/", qc.out_pad, "/", qc.scale_pad, " kind=", kind, " pow2=", pow2);
             SCOPED_TRACE(what);
-            ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+            ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
             DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
             DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
             DeviceBuffer d_out_t(*gpu, std::vector<uint8_t>(out_t_bytes, kPoison));
             DeviceBuffer d_sc_t(*gpu, std::vector<uint8_t>(st_bytes, kPoison));
             const Op gpu_op = make(d_input.data(), d_out.data(), d_sc.data(), d_out_t.data(),
                                    d_sc_t.data(), kGpu);
-            const absl::Status run = gpu->Run(gpu_op, *stream, nullptr);
+            const absl::Status run = RunOp(*gpu, gpu_op, *stream, nullptr);
             ASSERT_TRUE(run.ok()) << run;
             ASSERT_TRUE(gpu->Synchronize(*stream).ok());
             const std::vector<uint8_t> got = d_out.Read(out_bytes);
@@ -486,12 +487,12 @@ TEST(CudaConformance, TiledTransposedFormsMatchCpuBitForBitInGroupedTileOrder) {
       std::vector<uint8_t> cpu_in = input;
       std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
       const Op cpu_op = make(cpu_in.data(), out.data(), sc.data(), kCpu);
-      ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op);
-      ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+      ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op).status();
+      ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
       DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
       DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
       const absl::Status run =
-          gpu->Run(make(d_input.data(), d_out.data(), d_sc.data(), kGpu), *stream, nullptr);
+          RunOp(*gpu, make(d_input.data(), d_out.data(), d_sc.data(), kGpu), *stream, nullptr);
       ASSERT_TRUE(run.ok()) << run;
       ASSERT_TRUE(gpu->Synchronize(*stream).ok());
       const std::vector<uint8_t> got = d_out.Read(out_bytes);
@@ -562,12 +563,13 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOverManyTiles) {
           if (!Validate(cpu_op).ok()) continue;  // M or K not a multiple of 128 where needed
           SCOPED_TRACE(absl::StrCat(DTypeName(in_type), ">", DTypeName(out_type), " ", m, "x", k,
                                     " kind=", kind));
-          ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+          ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
           DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
           DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
           DeviceBuffer d_out_t(*gpu, std::vector<uint8_t>(out_t_bytes, kPoison));
           DeviceBuffer d_sc_t(*gpu, std::vector<uint8_t>(st_bytes, kPoison));
-          const absl::Status run = gpu->Run(
+          const absl::Status run = RunOp(
+              *gpu,
               make(d_input.data(), d_out.data(), d_sc.data(), d_out_t.data(), d_sc_t.data(), kGpu),
               *stream, nullptr);
           ASSERT_TRUE(run.ok()) << run;
@@ -637,12 +639,12 @@ TEST(CudaConformance, QuantizeOfLargeTensorsMatchesCpuBitForBit) {
         };
         std::vector<uint8_t> cpu_in = input;
         const Op cpu_op = make(cpu_in.data(), out.data(), scales.data(), kCpu);
-        ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op);
-        ASSERT_TRUE(cpu->Run(cpu_op, *cpu_stream, nullptr).ok());
+        ASSERT_TRUE(Validate(cpu_op).ok()) << Validate(cpu_op).status();
+        ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
         DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out.size(), kPoison));
         DeviceBuffer d_scales(*gpu, std::vector<uint8_t>(scales.size(), kPoison));
         const Op gpu_op = make(d_input.data(), d_out.data(), d_scales.data(), kGpu);
-        ASSERT_TRUE(gpu->Run(gpu_op, *stream, nullptr).ok());
+        ASSERT_TRUE(RunOp(*gpu, gpu_op, *stream, nullptr).ok());
         ASSERT_TRUE(gpu->Synchronize(*stream).ok());
         const std::vector<uint8_t> got_out = d_out.Read(out.size());
         size_t first_bad = 0;
@@ -732,14 +734,14 @@ TEST(CudaConformance, PadAndUnpadMatchCpuBitForBit) {
     };
     const Op cpu_pad =
         make_pad(input.data(), ends_bytes.data(), padded.data(), padded_ends.data(), kCpu);
-    ASSERT_TRUE(Validate(cpu_pad).ok()) << Validate(cpu_pad);
-    ASSERT_TRUE(cpu->Run(cpu_pad, *cpu_stream, nullptr).ok());
+    ASSERT_TRUE(Validate(cpu_pad).ok()) << Validate(cpu_pad).status();
+    ASSERT_TRUE(RunOp(*cpu, cpu_pad, *cpu_stream, nullptr).ok());
 
     DeviceBuffer d_in(*gpu, input), d_ends(*gpu, ends_bytes);
     DeviceBuffer d_out(*gpu, std::vector<uint8_t>(padded.size(), kPoison));
     DeviceBuffer d_pe(*gpu, std::vector<uint8_t>(padded_ends.size(), kPoison));
     const Op gpu_pad = make_pad(d_in.data(), d_ends.data(), d_out.data(), d_pe.data(), kGpu);
-    ASSERT_TRUE(gpu->Run(gpu_pad, *stream, nullptr).ok());
+    ASSERT_TRUE(RunOp(*gpu, gpu_pad, *stream, nullptr).ok());
     ASSERT_TRUE(gpu->Synchronize(*stream).ok());
     ASSERT_EQ(d_out.Read(padded.size()), padded);
     ASSERT_EQ(d_pe.Read(padded_ends.size()), padded_ends);
@@ -756,11 +758,11 @@ TEST(CudaConformance, PadAndUnpadMatchCpuBitForBit) {
       return Op(a);
     };
     const Op cpu_unpad = make_unpad(padded.data(), ends_bytes.data(), back.data(), kCpu);
-    ASSERT_TRUE(Validate(cpu_unpad).ok()) << Validate(cpu_unpad);
-    ASSERT_TRUE(cpu->Run(cpu_unpad, *cpu_stream, nullptr).ok());
+    ASSERT_TRUE(Validate(cpu_unpad).ok()) << Validate(cpu_unpad).status();
+    ASSERT_TRUE(RunOp(*cpu, cpu_unpad, *cpu_stream, nullptr).ok());
     DeviceBuffer d_back(*gpu, std::vector<uint8_t>(back.size(), kPoison));
     const Op gpu_unpad = make_unpad(d_out.data(), d_ends.data(), d_back.data(), kGpu);
-    ASSERT_TRUE(gpu->Run(gpu_unpad, *stream, nullptr).ok());
+    ASSERT_TRUE(RunOp(*gpu, gpu_unpad, *stream, nullptr).ok());
     ASSERT_TRUE(gpu->Synchronize(*stream).ok());
     ASSERT_EQ(d_back.Read(back.size()), back);
   }
@@ -797,7 +799,7 @@ TEST(CudaConformance, BadGroupEndsSurfaceAtSynchronizeAsInvalidArgument) {
     a.output = MakeTensor(d_out.data(), DType::kBF16, {padded_rows, cols}, cols, kGpu);
     a.padded_group_ends = MakeTensor(d_pe.data(), DType::kI32, {groups}, 0, kGpu);
     a.alignment = 16;
-    ASSERT_TRUE(gpu->Run(a, *stream, nullptr).ok());
+    ASSERT_TRUE(RunOp(*gpu, a, *stream, nullptr).ok());
     const absl::Status status = gpu->Synchronize(*stream);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_NE(status.message().find(bad.expect), absl::string_view::npos) << status;
@@ -815,7 +817,7 @@ TEST(CudaConformance, BadGroupEndsSurfaceAtSynchronizeAsInvalidArgument) {
   u.group_ends = MakeTensor(d_ends.data(), DType::kI32, {groups}, 0, kGpu);
   u.output = MakeTensor(d_back.data(), DType::kBF16, {40, cols}, cols, kGpu);
   u.alignment = 128;
-  ASSERT_TRUE(gpu->Run(u, *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, u, *stream, nullptr).ok());
   const absl::Status status = gpu->Synchronize(*stream);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_NE(status.message().find("less than the padded row count 512"), absl::string_view::npos)
@@ -824,7 +826,7 @@ TEST(CudaConformance, BadGroupEndsSurfaceAtSynchronizeAsInvalidArgument) {
 
   // The stream still runs a good op.
   u.alignment = 16;  // 4 groups of 16 rows: 64 <= 100
-  ASSERT_TRUE(gpu->Run(u, *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, u, *stream, nullptr).ok());
   EXPECT_TRUE(gpu->Synchronize(*stream).ok());
   EXPECT_TRUE(gpu->Healthy());
 }
@@ -861,9 +863,9 @@ TEST(CudaConformance, DeviceCheckFailureIsReportedToTheGroupThatRanIt) {
   EXPECT_TRUE(empty_called);
 
   std::promise<absl::Status> verdict;
-  ASSERT_TRUE(gpu->Run(pad_with(d_bad), *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, pad_with(d_bad), *stream, nullptr).ok());
   gpu->CloseChecks(*stream, [&](absl::Status s) { verdict.set_value(std::move(s)); });
-  ASSERT_TRUE(gpu->Run(pad_with(d_good), *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, pad_with(d_good), *stream, nullptr).ok());
   EXPECT_TRUE(gpu->Synchronize(*stream).ok()) << "the earlier group's failure is not ours";
   std::future<absl::Status> f = verdict.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -873,8 +875,8 @@ TEST(CudaConformance, DeviceCheckFailureIsReportedToTheGroupThatRanIt) {
             absl::string_view::npos)
       << s;
 
-  ASSERT_TRUE(gpu->Run(pad_with(d_good), *stream, nullptr).ok());
-  ASSERT_TRUE(gpu->Run(pad_with(d_bad), *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, pad_with(d_good), *stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*gpu, pad_with(d_bad), *stream, nullptr).ok());
   const absl::Status two = gpu->Synchronize(*stream);
   EXPECT_EQ(two.code(), absl::StatusCode::kInvalidArgument) << two;
   EXPECT_EQ(two.message().rfind("ops[1].pad: group_ends[2]=40", 0), 0u) << two;

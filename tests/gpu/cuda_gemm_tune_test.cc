@@ -13,11 +13,13 @@
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/autotune.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm_harness.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace {
@@ -93,7 +95,7 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
   g.d = testing::MakeTensor(want.data(), DType::kBF16, {m, n}, n, host);
   auto cpu_stream = cpu->CreateStream(0);
   ASSERT_TRUE(cpu_stream.ok());
-  ASSERT_TRUE(cpu->Run(Op(g), **cpu_stream, nullptr).ok());
+  ASSERT_TRUE(RunOp(*cpu, Op(g), **cpu_stream, nullptr).ok());
   float want_max = 0;
   for (uint16_t v : want) want_max = std::max(want_max, std::fabs(Bf16ToFloat(v)));
   ASSERT_GT(want_max, 0);
@@ -108,7 +110,7 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
                                     {(n + 127) / 128, k / 128}, k / 128, dev);
   void* d = arena.Alloc(m * n * 2);
   dg.d = testing::MakeTensor(d, DType::kBF16, {m, n}, n, dev);
-  ASSERT_TRUE(cuda->Supports(Op(dg)).ok()) << cuda->Supports(Op(dg));
+  ASSERT_TRUE(SupportsOp(*cuda, Op(dg)).ok()) << SupportsOp(*cuda, Op(dg));
   auto stream = cuda->CreateStream(0);
   ASSERT_TRUE(stream.ok());
 
@@ -136,7 +138,7 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
     dg.config = configs[i];
     std::atomic<int> timed{0};
     const absl::Status s =
-        cuda->Run(Op(dg), **stream, [&](double seconds) { timed += seconds > 0 ? 1 : 0; });
+        RunOp(*cuda, Op(dg), **stream, [&](double seconds) { timed += seconds > 0 ? 1 : 0; });
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(cuda->Synchronize(**stream).ok());
     for (int i = 0; i < 200 && timed.load() == 0; ++i) {
@@ -169,6 +171,9 @@ TuneKey Sm90Key(const DeviceProperties& p, GemmVariant v, int64_t m, int64_t n, 
                          space == nullptr ? 0 : space->kernel_version);
 }
 
+// The config the tuner measures first and the harness checks every candidate against.
+std::string Reference(const TuneKey& key) { return *ConfigSpaceRegistry::Builtin().Default(key); }
+
 TuneOptions Quick() {
   TuneOptions o;
   o.warmup = 1;
@@ -179,7 +184,8 @@ TuneOptions Quick() {
 TEST(CudaGemmHarnessTest, TunesADenseKeyCheckingEveryCandidate) {
   KD_REQUIRE_SM90(cuda);
   const TuneKey key = Sm90Key(cuda->Properties(0), GemmVariant::kNT, 1024, 2048, 1024);
-  auto harness = CreateCudaGemmHarness(key, {});
+  ASSERT_TRUE(cuda->CanTune());
+  auto harness = cuda->CreateTuneHarness(key, Reference(key), 0);
   ASSERT_TRUE(harness.ok()) << harness.status();
   WallTimer timer;
   absl::StatusOr<TuneResult> r =
@@ -199,6 +205,7 @@ TEST(CudaGemmHarnessTest, ACandidateWithAWrongResultIsRejectedAndCannotWin) {
   const TuneKey key = Sm90Key(cuda->Properties(0), GemmVariant::kNT, 1024, 2048, 1024);
   const std::string broken = "bm128.bn64.s8.c1.r8.p0";
   CudaGemmHarnessOptions options;
+  options.reference_config = Reference(key);
   options.after_run = [&](absl::string_view config, void* d, size_t bytes) {
     // One element in the middle: a wrong tile, not a wholesale failure.
     if (config == broken) cudaMemset(static_cast<char*>(d) + bytes / 2, 0x40, 2);
@@ -227,7 +234,7 @@ TEST(CudaGemmHarnessTest, TunesGroupedKeys) {
        {Sm90Key(cuda->Properties(0), GemmVariant::kMGroupedNT, 2048, 1024, 512, 4),
         Sm90Key(cuda->Properties(0), GemmVariant::kKGroupedTN, 256, 512, 2048, 4)}) {
     SCOPED_TRACE(key.ToString());
-    auto harness = CreateCudaGemmHarness(key, {});
+    auto harness = cuda->CreateTuneHarness(key, Reference(key), 0);
     ASSERT_TRUE(harness.ok()) << harness.status();
     WallTimer timer;
     absl::StatusOr<TuneResult> r = Tune(key, ConfigSpaceRegistry::Builtin(), **harness, timer, o);
@@ -255,6 +262,9 @@ TEST(CudaGemmHarnessTest, KeysTheKernelCannotRunAreInvalid) {
   bad = key;
   bad.arch = "x86_64";
   EXPECT_EQ(CreateCudaGemmHarness(bad, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  CudaGemmHarnessOptions no_reference;
+  EXPECT_EQ(CreateCudaGemmHarness(key, no_reference).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

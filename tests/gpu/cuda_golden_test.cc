@@ -19,6 +19,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/kernels/golden_manifest.h"
 #include "tests/kernels/quantize_reference.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace {
@@ -92,14 +93,14 @@ TEST(CudaGoldenTest, EveryCaseMatchesPyTorchOrIsUnimplemented) {
       a.scales_t = outs.at("scales_t").t;
     }
     const Op op = a;
-    ASSERT_TRUE(Validate(op).ok()) << Validate(op);
-    const absl::Status supported = gpu->Supports(op);
+    ASSERT_TRUE(Validate(op).ok()) << Validate(op).status();
+    const absl::Status supported = SupportsOp(*gpu, op);
     if (!supported.ok()) {
       EXPECT_EQ(supported.code(), absl::StatusCode::kUnimplemented) << supported;
       ++unimplemented;
       continue;
     }
-    ASSERT_TRUE(gpu->Run(op, *stream, nullptr).ok());
+    ASSERT_TRUE(RunOp(*gpu, op, *stream, nullptr).ok());
     ASSERT_TRUE(gpu->Synchronize(*stream).ok());
     for (const auto& [name, desc] : c["outputs"].object) {
       const DeviceCopy& d = outs.at(name);

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "kerneld/kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace {
@@ -243,15 +244,15 @@ TEST(CudaRowQuantize, EveryRowwiseGranularityMatchesCpuBitForBit) {
                                                  " ends_stride=", ends_stride)
                                   : "");
           SCOPED_TRACE(what);
-          const absl::Status cpu_run = cpu->Run(cpu_op, *cpu_stream, nullptr);
+          const absl::Status cpu_run = RunOp(*cpu, cpu_op, *cpu_stream, nullptr);
           ASSERT_TRUE(cpu_run.ok()) << cpu_run;
           DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
           DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
           DeviceBuffer d_ends(*gpu, ends);
           const Op gpu_op =
               make(d_input[flavor]->data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu);
-          ASSERT_TRUE(gpu->Supports(gpu_op).ok()) << gpu->Supports(gpu_op);
-          const absl::Status run = gpu->Run(gpu_op, *stream, nullptr);
+          ASSERT_TRUE(SupportsOp(*gpu, gpu_op).ok()) << SupportsOp(*gpu, gpu_op);
+          const absl::Status run = RunOp(*gpu, gpu_op, *stream, nullptr);
           ASSERT_TRUE(run.ok()) << run;
           const absl::Status synced = gpu->Synchronize(*stream);
           ASSERT_TRUE(synced.ok()) << synced;
@@ -412,15 +413,15 @@ TEST(CudaRowQuantize, ColumnScalesMatchCpuWithSkewedGroupsAndTallInputs) {
       return Op(a);
     };
     std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
-    const absl::Status cpu_run = cpu->Run(
-        make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream, nullptr);
+    const absl::Status cpu_run = RunOp(
+        *cpu, make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream, nullptr);
     ASSERT_TRUE(cpu_run.ok()) << cpu_run;
     DeviceBuffer d_in(*gpu, input);
     DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
     DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
     DeviceBuffer d_ends(*gpu, per_row ? std::vector<uint8_t>(8, 0) : ends);
-    const absl::Status run = gpu->Run(
-        make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu), *stream, nullptr);
+    const absl::Status run = RunOp(
+        *gpu, make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu), *stream, nullptr);
     ASSERT_TRUE(run.ok()) << run;
     const absl::Status synced = gpu->Synchronize(*stream);
     ASSERT_TRUE(synced.ok()) << synced;
@@ -475,12 +476,12 @@ TEST(CudaRowQuantize, Mx1x32OfXtOnTilesMatchesCpuBitForBit) {
         };
         std::vector<uint8_t> out(out_bytes, kPoison), sc(s_bytes, kPoison);
         const absl::Status cpu_run =
-            cpu->Run(make(input.data(), out.data(), sc.data(), kCpu), *cpu_stream, nullptr);
+            RunOp(*cpu, make(input.data(), out.data(), sc.data(), kCpu), *cpu_stream, nullptr);
         ASSERT_TRUE(cpu_run.ok()) << cpu_run;
         DeviceBuffer d_out(*gpu, std::vector<uint8_t>(out_bytes, kPoison));
         DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
         const absl::Status run =
-            gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), kGpu), *stream, nullptr);
+            RunOp(*gpu, make(d_in.data(), d_out.data(), d_sc.data(), kGpu), *stream, nullptr);
         ASSERT_TRUE(run.ok()) << run;
         const absl::Status synced = gpu->Synchronize(*stream);
         ASSERT_TRUE(synced.ok()) << synced;
@@ -552,16 +553,16 @@ TEST(CudaRowQuantize, BadGroupEndsFailLikeTheCpuAndWriteNothing) {
         return Op(a);
       };
       std::vector<uint8_t> out(rows * cols, kPoison), sc(s_bytes, kPoison);
-      const absl::Status cpu_status = cpu->Run(
-          make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream, nullptr);
+      const absl::Status cpu_status = RunOp(
+          *cpu, make(input.data(), out.data(), sc.data(), ends.data(), kCpu), *cpu_stream, nullptr);
       EXPECT_EQ(cpu_status.code(), absl::StatusCode::kInvalidArgument) << cpu_status;
       EXPECT_NE(cpu_status.message().find(bad.expect), absl::string_view::npos) << cpu_status;
 
       DeviceBuffer d_out(*gpu, std::vector<uint8_t>(rows * cols, kPoison));
       DeviceBuffer d_sc(*gpu, std::vector<uint8_t>(s_bytes, kPoison));
       DeviceBuffer d_ends(*gpu, ends);
-      ASSERT_TRUE(gpu->Run(make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu),
-                           *stream, nullptr)
+      ASSERT_TRUE(RunOp(*gpu, make(d_in.data(), d_out.data(), d_sc.data(), d_ends.data(), kGpu),
+                        *stream, nullptr)
                       .ok());
       const absl::Status status = gpu->Synchronize(*stream);
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;

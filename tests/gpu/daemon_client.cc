@@ -22,8 +22,10 @@
 #include "grpcpp/grpcpp.h"
 #include "kerneld/client/client.h"
 #include "kerneld/client/tensor_ref.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace {
@@ -121,7 +123,7 @@ void RunCheck(client::Client& c) {
     a.output = HostTensor2(o.data(), DType::kE4M3FN, m, k);
     a.scales = HostTensor2(s.data(), DType::kF32, m, k / 128);
     a.granularity = QuantGranularity::k1x128;
-    Check(cpu->Run(a, *cpu_stream, nullptr).ok(), "cpu reference");
+    Check(RunOp(*cpu, a, *cpu_stream, nullptr).ok(), "cpu reference");
   };
   const v1::QuantizeOp op = client::MakeQuantizeOp(
       client::MakeTensorRef(in.id, v1::DTYPE_BF16, {m, k}),
@@ -209,7 +211,7 @@ void RunCheck(client::Client& c) {
   tp.data = want_pe.data();
   p.padded_group_ends = tp;
   p.alignment = 128;
-  Check(cpu->Run(p, *cpu_stream, nullptr).ok(), "cpu pad");
+  Check(RunOp(*cpu, p, *cpu_stream, nullptr).ok(), "cpu pad");
   Check(Read(padded.data, want_pad.size()) == want_pad, "pad output differs from the cpu");
   Check(Read(pends.data, want_pe.size()) == want_pe, "padded group ends differ from the cpu");
   std::printf("ok\n");

@@ -86,7 +86,9 @@ TEST(ExecutorOnCuda, AsyncDeviceFailureFailsTheSameSessionsNextRequestOnly) {
     ExecBatch b;
     b.backend = gpu;
     b.device = 0;
-    b.ops.push_back(a);
+    absl::StatusOr<ValidatedOp> op = Validate(a);
+    EXPECT_TRUE(op.ok()) << op.status();
+    if (op.ok()) b.ops.push_back(*std::move(op));
     b.async = async;
     if (async) b.signal_event = signal_event;
     b.session_id = session;

@@ -17,6 +17,8 @@
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/backend.h"
+#include "kerneld/kernels/cpu_backend.h"
+#include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/registry.h"
 
 namespace kd {

@@ -27,7 +27,7 @@ using testing::MakeTensor;
 const DeviceLoc kGpu{BackendKind::kCuda, 0};
 
 // Host time of one Run and the Synchronize after it, in microseconds.
-double TimeCall(Backend& gpu, Stream& stream, const Op& op) {
+double TimeCall(Backend& gpu, Stream& stream, const ValidatedOp& op) {
   const auto start = std::chrono::steady_clock::now();
   const absl::Status run = gpu.Run(op, stream, nullptr);
   EXPECT_TRUE(run.ok()) << run;
@@ -52,8 +52,8 @@ TEST(WarmLoad, FirstCallsOfAQuantizeAndAGemmKernelPayNoModuleLoad) {
   q.input = MakeTensor(q_in.data(), DType::kBF16, {qm, qk}, qk, kGpu);
   q.output = MakeTensor(q_out.data(), DType::kE4M3FN, {qm, qk}, qk, kGpu);
   q.scales = MakeTensor(q_sc.data(), DType::kF32, {qm, qk / 128}, qk / 128, kGpu);
-  const Op quantize(q);
-  ASSERT_TRUE(Validate(quantize).ok()) << Validate(quantize);
+  const absl::StatusOr<ValidatedOp> quantize = Validate(q);
+  ASSERT_TRUE(quantize.ok()) << quantize.status();
 
   // GEMM NT 1024x1024x1024: A (M,K) and B (N,K) e4m3fn, 1x128 and 128x128 scales, D bf16.
   const int64_t m = 1024, n = 1024, k = 1024;
@@ -69,18 +69,18 @@ TEST(WarmLoad, FirstCallsOfAQuantizeAndAGemmKernelPayNoModuleLoad) {
   g.b = MakeTensor(b.data(), DType::kE4M3FN, {n, k}, k, kGpu);
   g.b_scales = MakeTensor(sb.data(), DType::kF32, {n / 128, k / 128}, k / 128, kGpu);
   g.d = MakeTensor(d.data(), DType::kBF16, {m, n}, n, kGpu);
-  const Op gemm(g);
-  ASSERT_TRUE(Validate(gemm).ok()) << Validate(gemm);
-  const bool run_gemm = major == 9 && gpu->Supports(gemm).ok();
+  const absl::StatusOr<ValidatedOp> gemm = Validate(g);
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  const bool run_gemm = major == 9 && gpu->Supports(*gemm).ok();
 
   const char* env = std::getenv("CUDA_MODULE_LOADING");
   const std::string mode = env == nullptr ? "" : env;
   struct Case {
     const char* name;
-    const Op* op;
+    const ValidatedOp* op;
   };
-  std::vector<Case> cases = {{"quantize_1x128", &quantize}};
-  if (run_gemm) cases.push_back({"gemm_nt", &gemm});
+  std::vector<Case> cases = {{"quantize_1x128", &*quantize}};
+  if (run_gemm) cases.push_back({"gemm_nt", &*gemm});
   for (const Case& c : cases) {
     const double first = TimeCall(*gpu, *stream, *c.op);
     const double second = TimeCall(*gpu, *stream, *c.op);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/registry.h"
 #include "tests/kernels/golden_manifest.h"
@@ -90,11 +91,11 @@ TEST_P(GoldenCaseTest, CpuBackendMatchesPyTorchBitExactly) {
     a.scales_t = got.at("scales_t").t;
   }
   ASSERT_NE(a.granularity, QuantGranularity::kInvalid) << c["granularity"].string;
-  const Op op = a;
-  ASSERT_TRUE(Validate(op).ok()) << Validate(op);
+  absl::StatusOr<ValidatedOp> op = Validate(a);
+  ASSERT_TRUE(op.ok()) << op.status();
   std::unique_ptr<Backend> cpu = CreateCpuBackend(2);
   std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
-  ASSERT_TRUE(cpu->Run(op, *stream, {}).ok());
+  ASSERT_TRUE(cpu->Run(*op, *stream, {}).ok());
 
   for (const auto& [name, desc] : outs.object) {
     const HostTensor& mine = got.at(name);
@@ -244,11 +245,11 @@ TEST_P(GoldenGemmTest, CpuBackendMatchesFloat64ReferenceWithinBudget) {
   }
   std::vector<double> prior(d.numel(), 0.0);
   for (int64_t i = 0; g.accumulate && i < d.numel(); ++i) prior[i] = d.as<float>()[i];
-  const Op op = g;
-  ASSERT_TRUE(Validate(op).ok()) << Validate(op);
+  absl::StatusOr<ValidatedOp> op = Validate(g);
+  ASSERT_TRUE(op.ok()) << op.status();
   std::unique_ptr<Backend> cpu = CreateCpuBackend(2);
   std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
-  ASSERT_TRUE(cpu->Run(op, *stream, {}).ok());
+  ASSERT_TRUE(cpu->Run(*op, *stream, {}).ok());
 
   const std::vector<double> expected = LoadDoubles(c, "expected"), mass = LoadDoubles(c, "mass");
   ASSERT_EQ(static_cast<int64_t>(expected.size()), d.numel());

@@ -110,5 +110,25 @@ TEST(OpTensors, ListsThePresentTensorsInFieldOrder) {
   EXPECT_EQ(tensors[1].tensor, &std::get<QuantizeArgs>(op).output);
 }
 
+TEST(OpTensors, MarksTheTensorsTheOpWrites) {
+  PadArgs p;
+  p.input = Shaped(DType::kBF16, {4, 8});
+  p.group_ends = Shaped(DType::kI32, {2});
+  p.output = Shaped(DType::kBF16, {34, 8});
+  p.padded_group_ends = Shaped(DType::kI32, {2});
+  std::vector<std::string> outputs;
+  for (const NamedTensor& t : OpTensors(p)) {
+    if (t.output) outputs.emplace_back(t.field);
+  }
+  EXPECT_EQ(outputs, (std::vector<std::string>{"output", "padded_group_ends"}));
+}
+
+TEST(OpName, IsTheTraitsName) {
+  EXPECT_EQ(OpName(QuantizeArgs()), "quantize");
+  EXPECT_EQ(OpName(GemmArgs()), "gemm");
+  EXPECT_EQ(OpName(PadArgs()), "pad");
+  EXPECT_EQ(OpName(UnpadArgs()), "unpad");
+}
+
 }  // namespace
 }  // namespace kd

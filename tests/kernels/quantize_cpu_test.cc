@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/registry.h"
 #include "tests/kernels/quantize_reference.h"
@@ -65,12 +66,11 @@ class Runner {
  public:
   Runner() : backend_(CreateCpuBackend(2)) { stream_ = backend_->CreateStream(0).value(); }
   absl::Status Run(const QuantizeArgs& args) {
-    const Op op = args;
-    absl::Status s = Validate(op);
+    absl::StatusOr<ValidatedOp> op = Validate(args);
+    if (!op.ok()) return op.status();
+    const absl::Status s = backend_->Supports(*op);
     if (!s.ok()) return s;
-    s = backend_->Supports(op);
-    if (!s.ok()) return s;
-    return backend_->Run(op, *stream_, {});
+    return backend_->Run(*op, *stream_, {});
   }
 
  private:

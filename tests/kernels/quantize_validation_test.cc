@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/registry.h"
 #include "tests/kernels/quantize_reference.h"
 
@@ -67,9 +68,9 @@ class QuantizeValidationTest : public ::testing::Test {
     held_.push_back(std::make_unique<HostTensor>(dtype, shape));
     return held_.back()->t;
   }
-  void ExpectValid(const QuantizeArgs& a) { EXPECT_TRUE(Validate(Op(a)).ok()) << Validate(Op(a)); }
+  void ExpectValid(const QuantizeArgs& a) { EXPECT_TRUE(Validate(a).ok()) << Validate(a).status(); }
   void ExpectInvalid(const QuantizeArgs& a, const std::string& substring) {
-    const absl::Status s = Validate(Op(a));
+    const absl::Status s = Validate(a).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr(substring));
   }
@@ -352,8 +353,9 @@ TEST_P(QuantizeGroupEndsTest, BadGroupEndsFailTheRunWithInvalidArgument) {
       else
         a.group_ends.as<int32_t>()[i] = static_cast<int32_t>(GetParam()[i]);
     }
-    ASSERT_TRUE(Validate(Op(a)).ok());
-    const absl::Status s = cpu->Run(Op(a), *stream, {});
+    absl::StatusOr<ValidatedOp> op = Validate(a);
+    ASSERT_TRUE(op.ok()) << op.status();
+    const absl::Status s = cpu->Run(*op, *stream, {});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("group_ends["));
   }
@@ -371,8 +373,10 @@ TEST_F(QuantizeValidationTest, GoodGroupEndsRun) {
   QuantizeArgs a = Valid(QuantGranularity::kJaggedColwise);
   const int64_t ends[3] = {0, 100, kM};
   for (int i = 0; i < 3; ++i) a.group_ends.as<int64_t>()[i] = ends[i];
-  EXPECT_TRUE(cpu->Run(Op(a), *stream, {}).ok());
-  EXPECT_TRUE(cpu->Supports(Op(a)).ok());
+  absl::StatusOr<ValidatedOp> op = Validate(a);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_TRUE(cpu->Run(*op, *stream, {}).ok());
+  EXPECT_TRUE(cpu->Supports(*op).ok());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/autotune.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "tests/support/test_daemon.h"
 
 namespace kd {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/registry.h"
 
 namespace kd {
@@ -55,8 +56,8 @@ class CheckFailingBackend : public Backend {
              ? absl::InvalidArgumentError("group_ends[1]=5 is less than group_ends[0]=7")
              : absl::OkStatus());
   }
-  absl::Status Supports(const Op& op) const override { return cpu_->Supports(op); }
-  absl::Status Run(const Op& op, Stream& s, KernelTimingFn t) override {
+  absl::Status Supports(const ValidatedOp& op) const override { return cpu_->Supports(op); }
+  absl::Status Run(const ValidatedOp& op, Stream& s, KernelTimingFn t) override {
     std::promise<void>* entered = nullptr;
     std::shared_future<void> release;
     {
@@ -122,7 +123,9 @@ class ExecutorTest : public ::testing::Test {
     ExecBatch batch;
     batch.backend = backend_;
     batch.session_id = session;
-    batch.ops.push_back(pad);
+    absl::StatusOr<ValidatedOp> op = Validate(pad);
+    ASSERT_TRUE(op.ok()) << op.status();
+    batch.ops.push_back(*std::move(op));
     batch.async = async;
     batch.caller_may_block = caller_may_block;
     if (async) batch.signal_event = std::make_shared<NoopEvent>();

@@ -1,4 +1,5 @@
-// TuneKey: what an autotune decision is keyed by, and its canonical string form.
+// TuneKey: what an autotune decision is keyed by, and its canonical string form. Part of the core
+// library: the backend interface names it (Backend::CreateTuneHarness).
 //
 // A key names one problem on one kind of device for one build of a kernel: op, variant, dtypes,
 // the problem shape (M, N, K, groups), the architecture, the device name and the kernel version
@@ -54,6 +55,18 @@ struct TuneKey {
   bool operator==(const TuneKey& o) const;
   bool operator!=(const TuneKey& o) const { return !(*this == o); }
 };
+
+// The family configs are declared for (ConfigSpace::arch_family): "sm_90" for sm_90 and sm_90a;
+// "gfx94x" for gfx940, gfx941 and gfx942; "cpu" for x86_64 and aarch64; any other arch is its own
+// family.
+std::string ArchFamily(absl::string_view arch);
+
+// Appends `s` with '%', ':' and every byte outside 0x20..0x7e written as %XX (upper-case hex),
+// so the result holds no separator, tab or newline: the escaping of the key's text fields, which
+// the tune cache file uses for its own.
+void AppendKeyEscaped(std::string& out, absl::string_view s);
+// The reverse. INVALID_ARGUMENT naming `field` for a '%' without two hex digits after it.
+absl::StatusOr<std::string> UnescapeKeyField(absl::string_view s, absl::string_view field);
 
 // Parses the canonical string form. INVALID_ARGUMENT naming the part that does not parse. A
 // parsed key is not re-classed: a string is trusted to hold classed values only after

@@ -25,8 +25,8 @@
 
 namespace kd {
 
-// Builds the harness that tunes `key` on the runner's device (CreateCpuGemmHarness on the CPU
-// backend). An error fails that key only.
+// Builds the harness that tunes `key` on the runner's device (the daemon asks the device's
+// backend: Backend::CreateTuneHarness). An error fails that key only.
 using HarnessFactory =
     std::function<absl::StatusOr<std::unique_ptr<TuneHarness>>(const TuneKey& key)>;
 

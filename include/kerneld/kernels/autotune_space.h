@@ -7,7 +7,8 @@
 // parser, which accepts exactly the canonical form (so string equality is config equality). The
 // space resolves a string into the typed GemmKernelConfig (gemm_config.h) that a launch receives.
 //
-// Spaces are looked up by (op, variant, architecture family); see ArchFamily().
+// Spaces are looked up by (op, variant, architecture family); see ArchFamily() (autotune_key.h).
+// The config syntax is ParseConfigFields (tune_harness.h).
 #ifndef KERNELD_KERNELS_AUTOTUNE_SPACE_H_
 #define KERNELD_KERNELS_AUTOTUNE_SPACE_H_
 
@@ -23,12 +24,9 @@
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/gemm_config.h"
+#include "kerneld/kernels/tune_harness.h"
 
 namespace kd {
-
-// The family a space is declared for: "sm_90" for sm_90 and sm_90a; "gfx90a"; "gfx94x" for
-// gfx940, gfx941 and gfx942; "cpu" for x86_64 and aarch64; any other arch is its own family.
-std::string ArchFamily(absl::string_view arch);
 
 struct ConfigSpace {
   std::string op;           // "gemm"
@@ -98,10 +96,8 @@ absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
 // ---- Parse contracts of the built-in spaces. Each accepts exactly the canonical form written
 // ---- by its Format function: the fields in this order, each once, values in range.
 
-// CPU GEMM: "tn<W>", W in {16, 32, 64, 128, 256}: columns of D computed per tile, so that a tile
-// of B stays in cache (CpuGemmConfig::tile_n, gemm_config.h). Default "tn64".
-absl::StatusOr<int64_t> ParseCpuGemmConfig(absl::string_view config);
-std::string FormatCpuGemmConfig(int64_t tile_n);
+// CPU GEMM: ParseCpuGemmConfig and FormatCpuGemmConfig of kerneld/kernels/cpu_backend.h
+// ("tn64").
 
 // sm_90 GEMM (kernels/cuda/gemm/): the kernel's own format and parser, GemmConfigToString and
 // ParseGemmConfig of kerneld/kernels/gemm_fp8_config.h ("bm128.bn128.s6.c1.r8.p0"). The space
@@ -123,11 +119,6 @@ int Sm90SmCount(absl::string_view device_name);
 // (HipGemmConfig: gemm_config.h.)
 absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config);
 std::string FormatHipGemmConfig(const HipGemmConfig& c);
-
-// The generic field syntax: '.'-separated "<lower-case name><decimal integer>" fields. Returns
-// (name, value) pairs in order; INVALID_ARGUMENT for anything else.
-absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseConfigFields(
-    absl::string_view config);
 
 }  // namespace kd
 

@@ -45,30 +45,11 @@
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/autotune_space.h"
-#include "kerneld/kernels/tensor.h"
+#include "kerneld/kernels/tune_harness.h"
 
 namespace kd {
 
-// What a backend provides to tune one kernel for one key: inputs of the key's shape, a way to
-// run a config on them, a reference result, and cache eviction. Not thread-safe; one tuner uses
-// it at a time.
-class TuneHarness {
- public:
-  virtual ~TuneHarness() = default;
-  // Runs the kernel once with `config` on the current input set and waits for it. A config the
-  // kernel cannot parse is INVALID_ARGUMENT; a failed launch keeps its backend's code.
-  virtual absl::Status Run(absl::string_view config) = 0;
-  // Compares the output of the last Run with the reference result for the same inputs. OK when
-  // equal within the op's tolerance; otherwise INTERNAL naming the first differing element.
-  virtual absl::Status CheckOutput() = 0;
-  // Called before every timed run: makes the next Run read inputs that are not cache-hot.
-  virtual void EvictCaches() = 0;
-  // Seconds the last Run's kernel took on the device, for a harness that times its kernels
-  // itself (device events around the launch alone, so launch and synchronisation costs on the
-  // host stay out); the tuner then takes this instead of the Timer's measurement of Run.
-  // nullopt (the default) for a harness whose runs the Timer measures.
-  virtual std::optional<double> DeviceSeconds() const { return std::nullopt; }
-};
+// TuneHarness, what a backend provides to tune one kernel for one key: tune_harness.h.
 
 // The tuner's clock. A test fakes it to make measurements exactly reproducible.
 class Timer {
@@ -150,26 +131,6 @@ using CancelFn = std::function<bool()>;
 absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& spaces,
                                 TuneHarness& harness, Timer& timer, const TuneOptions& options,
                                 absl::string_view incumbent = "", const CancelFn& cancelled = {});
-
-// ---- The CPU backend's harness for GemmCpu (op "gemm", variant "nt").
-
-struct CpuGemmHarnessOptions {
-  int threads = 0;    // 0: one per core
-  uint64_t seed = 1;  // inputs are pseudo-random FP8 from this seed
-  // Input sets are rotated so that together they span at least this many bytes (more than the
-  // last-level cache), capped at kMaxCpuInputSets sets.
-  uint64_t rotate_bytes = uint64_t{64} << 20;
-  // Called after every Run with the config and the output it wrote: a test injects a faulty
-  // kernel through it. Empty in production.
-  std::function<void(absl::string_view config, const Tensor& d)> after_run;
-};
-constexpr int kMaxCpuInputSets = 16;
-
-// INVALID_ARGUMENT when the key is not a CPU "gemm"/"nt" key with e4m3fn/e4m3fnuz/e5m2 inputs,
-// bf16 or f32 output, K a multiple of 128, or when the shape is too large to tune on the host
-// (more than 2^31 elements in a tensor).
-absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCpuGemmHarness(
-    const TuneKey& key, const CpuGemmHarnessOptions& options);
 
 }  // namespace kd
 

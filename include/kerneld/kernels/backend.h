@@ -1,8 +1,9 @@
 // The one interface every compute backend implements (CPU, CUDA, HIP).
 //
 // A backend owns memory (its pool and the regions it imported from clients), streams and events,
-// and runs validated ops. Every method is thread-safe unless it says otherwise. Failures are
-// values: no method throws or aborts on bad input.
+// runs validated ops (ValidatedOp, ops.h) and may offer tuning harnesses for its kernels. Every
+// method is thread-safe unless it says otherwise. Failures are values: no method throws or aborts
+// on bad input.
 #ifndef KERNELD_KERNELS_BACKEND_H_
 #define KERNELD_KERNELS_BACKEND_H_
 
@@ -18,6 +19,9 @@
 #include "kerneld/kernels/tensor.h"
 
 namespace kd {
+
+struct TuneKey;     // autotune_key.h
+class TuneHarness;  // tune_harness.h
 
 // A span of memory a backend can address: pool memory, a mapped shm object, an opened IPC
 // mapping. Destroying the Region releases it (returns it to the pool, unmaps, closes the IPC
@@ -128,10 +132,22 @@ class Backend {
     done(absl::OkStatus());
   }
 
-  // OK when this backend runs `op`, else UNIMPLEMENTED saying what is missing.
-  virtual absl::Status Supports(const Op& op) const = 0;
-  // Runs (enqueues, on GPU backends) a validated op on `stream`. `on_timed` may be empty.
-  virtual absl::Status Run(const Op& op, Stream& stream, KernelTimingFn on_timed) = 0;
+  // OK when this backend runs `op`, else UNIMPLEMENTED saying what is missing (a kernel it does
+  // not have, a device it needs). Never checks the op's shapes again: Validate did.
+  virtual absl::Status Supports(const ValidatedOp& op) const = 0;
+  // Runs (enqueues, on GPU backends) `op` on `stream`, the stream of the device its tensors are
+  // on (a GPU backend checks: FAILED_PRECONDITION). `on_timed` may be empty.
+  virtual absl::Status Run(const ValidatedOp& op, Stream& stream, KernelTimingFn on_timed) = 0;
+
+  // Tuning. True when this backend can make a tuning harness (CreateTuneHarness) for some of its
+  // kernels; the default says no.
+  virtual bool CanTune() const { return false; }
+  // A harness that runs configs of the kernel `key` names on `device`, checking each output
+  // against that of `reference_config` (the config the tuner measures first, its space's
+  // default). INVALID_ARGUMENT for a key this backend cannot tune; UNIMPLEMENTED (the default)
+  // when it tunes nothing.
+  virtual absl::StatusOr<std::unique_ptr<TuneHarness>> CreateTuneHarness(
+      const TuneKey& key, absl::string_view reference_config, int device);
 };
 
 }  // namespace kd

@@ -1,22 +1,52 @@
-// The ops kerneld runs: one plain argument struct per op, shared by every backend. Validation of
-// shapes, dtypes and block divisibility happens once, in Validate(), before any backend sees an
-// op; backends may assume a validated op. The semantics of each op and field are those of the
-// matching message in proto/kerneld/v1/kerneld.proto.
+// The ops kerneld runs. Each op is one plain argument struct, shared by every backend, and one
+// OpTraits specialisation right below it: the op's name and its tensors in order, each with its
+// field name and whether the op writes it. Its validation and metric labels, declared in the
+// traits, are defined in kernels/ops/<op>.cc. Everything generic (OpName, OpTensors, the labels,
+// Validate) is built from the traits, so the `Op` list below is the one list of ops in the
+// kernel layer; code outside it that must handle every op visits `Op` or static_asserts kOpCount.
+// The semantics of each op and field are those of the matching message in
+// proto/kerneld/v1/kerneld.proto.
+//
+// Validation happens once, in Validate(), before any backend sees an op: it returns a
+// ValidatedOp, the only type Backend::Supports and Backend::Run take.
 #ifndef KERNELD_KERNELS_OPS_H_
 #define KERNELD_KERNELS_OPS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/tensor.h"
 
 namespace kd {
+
+// One tensor of an op: its field name (as in the proto message), where it sits in the args
+// struct, and whether the op writes it.
+template <typename Args>
+struct OpTensorField {
+  absl::string_view name;
+  Tensor Args::*member;
+  bool output;
+};
+
+// Specialised once per op, below its struct:
+//   kName           the op's name ("quantize"), its metric label and its error prefix
+//   kTensors[]      its tensors in the order errors and OpTensors list them
+//   kDTypeFrom/To   indices in kTensors of the tensors whose dtypes make the dtype label
+//                   ("bf16>e4m3fn"); kDTypeTo = -1 for one dtype ("bf16")
+//   Validate        the op's rules (INVALID_ARGUMENT naming the field and the rule)
+//   VariantLabel    the bounded metric label of its form ("1x128_dual", "nt", "a16")
+//   VariantKey      a number equal for two ops exactly when their VariantLabels are
+template <typename Args>
+struct OpTraits;
 
 constexpr int64_t kQuantBlock = 128;
 constexpr int64_t kMxBlock = 32;
@@ -55,6 +85,19 @@ struct QuantizeArgs {
   MxRounding mx_rounding = MxRounding::kFloor;
 };
 
+template <>
+struct OpTraits<QuantizeArgs> {
+  static constexpr absl::string_view kName = "quantize";
+  static constexpr OpTensorField<QuantizeArgs> kTensors[] = {
+      {"input", &QuantizeArgs::input, false},      {"group_ends", &QuantizeArgs::group_ends, false},
+      {"output", &QuantizeArgs::output, true},     {"scales", &QuantizeArgs::scales, true},
+      {"output_t", &QuantizeArgs::output_t, true}, {"scales_t", &QuantizeArgs::scales_t, true}};
+  static constexpr int kDTypeFrom = 0, kDTypeTo = 2;
+  static absl::Status Validate(const QuantizeArgs& args);
+  static std::string VariantLabel(const QuantizeArgs& args);
+  static uint32_t VariantKey(const QuantizeArgs& args);
+};
+
 // Values match kerneld.v1.GemmVariant.
 enum class GemmVariant : uint8_t {
   kInvalid = 0,
@@ -77,12 +120,42 @@ struct GemmArgs {
   GemmKernelConfig config;
 };
 
+template <>
+struct OpTraits<GemmArgs> {
+  static constexpr absl::string_view kName = "gemm";
+  static constexpr OpTensorField<GemmArgs> kTensors[] = {
+      {"a", &GemmArgs::a, false},
+      {"a_scales", &GemmArgs::a_scales, false},
+      {"b", &GemmArgs::b, false},
+      {"b_scales", &GemmArgs::b_scales, false},
+      {"group_ends", &GemmArgs::group_ends, false},
+      {"d", &GemmArgs::d, true}};
+  static constexpr int kDTypeFrom = 0, kDTypeTo = 5;
+  static absl::Status Validate(const GemmArgs& args);
+  static std::string VariantLabel(const GemmArgs& args);
+  static uint32_t VariantKey(const GemmArgs& args);
+};
+
 struct PadArgs {
   Tensor input;
   Tensor group_ends;
   Tensor output;
   Tensor padded_group_ends;
   int32_t alignment = 0;
+};
+
+template <>
+struct OpTraits<PadArgs> {
+  static constexpr absl::string_view kName = "pad";
+  static constexpr OpTensorField<PadArgs> kTensors[] = {
+      {"input", &PadArgs::input, false},
+      {"group_ends", &PadArgs::group_ends, false},
+      {"output", &PadArgs::output, true},
+      {"padded_group_ends", &PadArgs::padded_group_ends, true}};
+  static constexpr int kDTypeFrom = 0, kDTypeTo = -1;
+  static absl::Status Validate(const PadArgs& args);
+  static std::string VariantLabel(const PadArgs& args);
+  static uint32_t VariantKey(const PadArgs& args);
 };
 
 struct UnpadArgs {
@@ -92,9 +165,25 @@ struct UnpadArgs {
   int32_t alignment = 0;
 };
 
-using Op = std::variant<QuantizeArgs, GemmArgs, PadArgs, UnpadArgs>;
+template <>
+struct OpTraits<UnpadArgs> {
+  static constexpr absl::string_view kName = "unpad";
+  static constexpr OpTensorField<UnpadArgs> kTensors[] = {
+      {"input", &UnpadArgs::input, false},
+      {"group_ends", &UnpadArgs::group_ends, false},
+      {"output", &UnpadArgs::output, true}};
+  static constexpr int kDTypeFrom = 0, kDTypeTo = -1;
+  static absl::Status Validate(const UnpadArgs& args);
+  static std::string VariantLabel(const UnpadArgs& args);
+  static uint32_t VariantKey(const UnpadArgs& args);
+};
 
-// "quantize", "gemm", "pad", "unpad".
+// Every op. Its index is the op's number in metrics keys (OpLabelKey). A new op is added here
+// and nowhere else in this header; the tables outside that list ops static_assert kOpCount.
+using Op = std::variant<QuantizeArgs, GemmArgs, PadArgs, UnpadArgs>;
+inline constexpr size_t kOpCount = std::variant_size_v<Op>;
+
+// OpTraits<Args>::kName of the op held: "quantize", "gemm", "pad", "unpad".
 absl::string_view OpName(const Op& op);
 // The variant label used in metrics ("1x128", "nt", "a16"...), bounded.
 std::string OpVariantLabel(const Op& op);
@@ -109,19 +198,53 @@ absl::string_view OpShapeClass(const Op& op);
 // OpDTypeLabel and OpShapeClass: change it with them (op_labels_test checks the pairing).
 uint64_t OpLabelKey(const Op& op);
 
-// Checks the op against its contract: dtypes, shapes, block divisibility, enum values, that
-// every tensor of the op lives on one device, and that outputs do not overlap inputs.
-// INVALID_ARGUMENT (FAILED_PRECONDITION for mixed devices) with a message naming the field.
-absl::Status Validate(const Op& op);
-
-// The present tensors of an op with their field names, for device checks and bookkeeping. An op
-// has at most six tensors, so the list never allocates.
+// The present tensors of an op with their field names, in OpTraits<Args>::kTensors order, for
+// device checks and bookkeeping. An op has at most six tensors, so the list never allocates.
 struct NamedTensor {
   absl::string_view field;
   const Tensor* tensor;
+  bool output = false;  // the op writes it
 };
 using NamedTensors = absl::InlinedVector<NamedTensor, 6>;
 NamedTensors OpTensors(const Op& op);
+
+class ValidatedOp;
+
+// Checks the op against its contract (OpTraits<Args>::Validate: dtypes, shapes, block
+// divisibility, enum values), then that every tensor of the op lives on one device and that no
+// output overlaps another tensor of the op. INVALID_ARGUMENT (FAILED_PRECONDITION for mixed
+// devices) with a message naming the field; else the op, as a ValidatedOp.
+absl::StatusOr<ValidatedOp> Validate(Op&& op);
+absl::StatusOr<ValidatedOp> Validate(const Op& op);  // validates a copy
+
+// An op that passed Validate. Only Validate makes one, so a backend that is handed a ValidatedOp
+// runs it without checking its shapes again (it still checks what only it can: data it reads on
+// the device, such as group ends). Its tensors cannot change after validation.
+class ValidatedOp {
+ public:
+  const Op& op() const { return op_; }
+  template <typename Args>
+  const Args* get_if() const {
+    return std::get_if<Args>(&op_);
+  }
+  // The config a GEMM runs with (GemmArgs::config): chosen after validation, by the daemon's
+  // tune cache, and not part of it (the result does not depend on it). nullptr for other ops.
+  decltype(GemmArgs::config)* mutable_gemm_config() {
+    GemmArgs* gemm = std::get_if<GemmArgs>(&op_);
+    return gemm == nullptr ? nullptr : &gemm->config;
+  }
+
+  // Only Validate can make a Key, so only Validate makes a ValidatedOp (the constructor is public
+  // so that Validate can build one inside its StatusOr).
+  class Key {
+    friend absl::StatusOr<ValidatedOp> Validate(Op&& op);
+    Key() {}  // user-provided: no aggregate initialisation around it
+  };
+  ValidatedOp(Key, Op&& op) : op_(std::move(op)) {}
+
+ private:
+  Op op_;
+};
 
 // Group offsets (end of each group, in rows) read from `ends` (i32 or i64, on the host) are
 // checked: monotone non-decreasing, non-negative, last equal to `total_rows`. INVALID_ARGUMENT

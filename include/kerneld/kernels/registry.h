@@ -1,5 +1,6 @@
 // Which backends exist in this process: the CPU backend always, CUDA/HIP when compiled in and a
-// device is present.
+// device is present. The registry library (kerneld_registry) is the one place that knows which
+// backends were compiled in; everything above it asks it.
 #ifndef KERNELD_KERNELS_REGISTRY_H_
 #define KERNELD_KERNELS_REGISTRY_H_
 
@@ -43,13 +44,9 @@ class BackendRegistry {
   Backend* default_ = nullptr;
 };
 
-// Defined by each compiled-in GPU backend; returns nullptr when no device is present.
-std::unique_ptr<Backend> CreateCpuBackend(int threads);
-#if defined(KD_HAVE_CUDA)
-// Sets CUDA_MODULE_LOADING=EAGER (unless the environment sets it) before the driver initialises,
-// so that every kernel is loaded with the context and no request pays a first-launch load.
-std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes);
-#endif
+// Whether the `kind` backend was compiled into this binary (it may still find no device at run
+// time); the CPU backend always is.
+bool BackendCompiledIn(BackendKind kind);
 
 }  // namespace kd
 

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/autotune.h"
+#include "kernels/cpu/gemm_harness.h"
 
 namespace kd {
 namespace {

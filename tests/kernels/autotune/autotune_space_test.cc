@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/gemm_harness.h"
 
 namespace kd {
 namespace {

@@ -32,11 +32,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
+#include "tests/support/run_op.h"
 
 namespace kd {
 namespace gemm_test {
@@ -802,7 +804,6 @@ TEST(GemmCudaTest, NnWithUnalignedWeightRowsIsInvalidArgument) {
   EXPECT_NE(std::string(s.message()).find("b starts at an address"), std::string::npos) << s;
 }
 
-#if defined(KD_HAVE_CUDA)
 // Through Backend::Run: NN takes bᵀ from the stream's scratch, which grows from one op to the
 // next (a larger N·R) and is reused by a smaller one after it.
 TEST(GemmCudaTest, NnThroughTheCudaBackendMatchesCpuBackend) {
@@ -812,7 +813,7 @@ TEST(GemmCudaTest, NnThroughTheCudaBackendMatchesCpuBackend) {
   auto stream = gpu->CreateStream(0);
   ASSERT_TRUE(stream.ok()) << stream.status();
   const GpuRun run = [&](const GemmArgs& args) {
-    const absl::Status ran = gpu->Run(Op(args), **stream, nullptr);
+    const absl::Status ran = RunOp(*gpu, Op(args), **stream, nullptr);
     if (!ran.ok()) return ran;
     return gpu->Synchronize(**stream);
   };
@@ -830,7 +831,6 @@ TEST(GemmCudaTest, NnThroughTheCudaBackendMatchesCpuBackend) {
     }
   }
 }
-#endif
 
 // The transpose by itself: every byte and scale lands exactly, for full and ragged tiles,
 // strided sources, and sources narrower than one 16-byte chunk.
@@ -1270,7 +1270,7 @@ std::vector<uint8_t> RunOnGpu(const GemmArgs& args, const std::vector<const Host
   if (dev.size() > 5) g.group_ends = dev[5]->t;
   const size_t d_bytes = host[4]->t.numel() * DTypeSize(host[4]->t.dtype);
   EXPECT_EQ(cudaMemset(g.d.data, 0xFF, d_bytes), cudaSuccess);  // NaN: unwritten shows
-  EXPECT_TRUE(Validate(Op(g)).ok()) << Validate(Op(g));
+  EXPECT_TRUE(Validate(Op(g)).ok()) << Validate(Op(g)).status();
   const absl::Status ran = run(g);
   EXPECT_TRUE(ran.ok()) << ran;
   std::vector<uint8_t> out(d_bytes);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/registry.h"
 
@@ -192,16 +193,15 @@ std::string CompareWithBudget(const Tensor& d, int64_t d_offset, int64_t d_row,
 }
 
 absl::Status RunOnCpu(const GemmArgs& args) {
-  const Op op = args;
-  absl::Status valid = Validate(op);
-  if (!valid.ok()) return valid;
+  absl::StatusOr<ValidatedOp> op = Validate(args);
+  if (!op.ok()) return op.status();
   std::unique_ptr<Backend> cpu =
       CreateCpuBackend(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
-  absl::Status supported = cpu->Supports(op);
+  absl::Status supported = cpu->Supports(*op);
   if (!supported.ok()) return supported;
   auto stream = cpu->CreateStream(0);
   if (!stream.ok()) return stream.status();
-  return cpu->Run(op, **stream, nullptr);
+  return cpu->Run(*op, **stream, nullptr);
 }
 
 }  // namespace gemm_test

@@ -87,7 +87,7 @@ GemmArgs ValidKGrouped() {
 }
 
 void ExpectInvalid(const GemmArgs& g, const std::string& fragment) {
-  const absl::Status s = Validate(Op(g));
+  const absl::Status s = Validate(g).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(std::string(s.message()).find(fragment), std::string::npos)
       << "message \"" << s.message() << "\" lacks \"" << fragment << "\"";
@@ -95,7 +95,7 @@ void ExpectInvalid(const GemmArgs& g, const std::string& fragment) {
 
 TEST(GemmValidateTest, EveryVariantWithConsistentShapesIsValid) {
   for (const GemmArgs& g : {ValidNt(), ValidNn(), ValidTn(), ValidMGrouped(), ValidKGrouped()}) {
-    EXPECT_TRUE(Validate(Op(g)).ok()) << GemmVariantName(g.variant) << ": " << Validate(Op(g));
+    EXPECT_TRUE(Validate(g).ok()) << GemmVariantName(g.variant) << ": " << Validate(g).status();
   }
 }
 
@@ -245,7 +245,8 @@ TEST(GemmValidateTest, OneByOneTwentyEightScalesMayBeKBlockMajorOnEveryVariant) 
   kg.a_scales = KBlockMajorView(96, 4, 96);
   kg.b_scales = KBlockMajorView(80, 4, 80);
   for (const GemmArgs& g : {nt, nn, tn, mg, kg}) {
-    EXPECT_TRUE(Validate(Op(g)).ok()) << GemmVariantName(g.variant) << ": " << Validate(Op(g));
+    EXPECT_TRUE(Validate(Op(g)).ok())
+        << GemmVariantName(g.variant) << ": " << Validate(Op(g)).status();
   }
 }
 

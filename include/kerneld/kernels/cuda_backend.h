@@ -1,0 +1,23 @@
+// The CUDA backend (kerneld_cuda, built when KD_CUDA finds nvcc): a memory pool per GPU, CUDA IPC
+// import/export, non-blocking streams and IPC events, the quantize and pad kernels and the sm_90a
+// FP8 GEMM, every launch asynchronous. Only a target that links kerneld_cuda may call it; the
+// daemon reaches it through BackendRegistry.
+#ifndef KERNELD_KERNELS_CUDA_BACKEND_H_
+#define KERNELD_KERNELS_CUDA_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "kerneld/kernels/backend.h"
+
+namespace kd {
+
+// The CUDA backend over every device found, each pool capped at `pool_cap_bytes` (0: no cap
+// beyond the device); nullptr when there is no driver or no device. Sets
+// CUDA_MODULE_LOADING=EAGER (unless the environment sets it) before the driver initialises, so
+// that every kernel is loaded with the context and no request pays a first-launch load.
+std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes);
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_CUDA_BACKEND_H_

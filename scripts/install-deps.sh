@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format
   python3 python3-numpy python3-pytest python3-venv python3-setuptools python3-torch
   # The AMD code objects of the portable GPU kernels and their disassembly test: hipcc (ROCm
   # 5.2, clang 15, llvm-objdump-15) for gfx90a/gfx940, clang-19 with lld-19 for gfx942. About

@@ -12,6 +12,7 @@
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm_harness_kernels.h"
 
 namespace kd {
@@ -102,8 +103,12 @@ struct InputSet {
 class CudaGemmHarness : public TuneHarness {
  public:
   CudaGemmHarness(const Dims& dims, std::string default_config,
+                  std::function<absl::StatusOr<GemmKernelConfig>(absl::string_view)> resolve,
                   const CudaGemmHarnessOptions& options)
-      : dims_(dims), default_config_(std::move(default_config)), options_(options) {}
+      : dims_(dims),
+        default_config_(std::move(default_config)),
+        resolve_(std::move(resolve)),
+        options_(options) {}
 
   ~CudaGemmHarness() override {
     cudaSetDevice(options_.device);
@@ -238,7 +243,7 @@ class CudaGemmHarness : public TuneHarness {
  private:
   // Launches `config` on the current set into `d` between the timing events and waits.
   absl::Status Launch(absl::string_view config, void* d) {
-    KD_ASSIGN_OR_RETURN(const GemmConfig c, ParseGemmConfig(config));
+    KD_ASSIGN_OR_RETURN(const GemmKernelConfig c, resolve_(config));
     InputSet& s = sets_[current_];
     const int dev = options_.device;
     const int64_t kb = dims_.k / 128;
@@ -269,7 +274,7 @@ class CudaGemmHarness : public TuneHarness {
     }
     KD_RETURN_IF_ERROR(Validate(Op(args)));
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(start_, stream_));
-    KD_RETURN_IF_ERROR(LaunchGemmFp8(args, c, stream_));
+    KD_RETURN_IF_ERROR(LaunchGemmConfig(args, c, stream_));
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(end_, stream_));
     KD_GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
@@ -290,6 +295,7 @@ class CudaGemmHarness : public TuneHarness {
 
   const Dims dims_;
   const std::string default_config_;
+  const std::function<absl::StatusOr<GemmKernelConfig>(absl::string_view)> resolve_;
   const CudaGemmHarnessOptions options_;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
@@ -341,9 +347,12 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
   dims.n = key.n;
   dims.k = key.k;
   dims.groups = key.groups;
-  const ConfigSpaceRegistry& spaces = ConfigSpaceRegistry::Builtin();
-  KD_ASSIGN_OR_RETURN(std::string default_config, spaces.Default(key));
-  auto harness = std::make_unique<CudaGemmHarness>(dims, std::move(default_config), options);
+  const ConfigSpace* space = ConfigSpaceRegistry::Builtin().Find(key);
+  if (space == nullptr) return Invalid(key, "no sm_90 config space for its variant");
+  // Outputs are checked against the sm_90a kernel's default, also where the space's default is
+  // cuBLASLt: each is then checked against the other.
+  auto harness =
+      std::make_unique<CudaGemmHarness>(dims, Sm90KernelHeuristic(key), space->resolve, options);
   KD_RETURN_IF_ERROR(harness->Init());
   return std::unique_ptr<TuneHarness>(std::move(harness));
 }

@@ -55,7 +55,7 @@ for kn in 4096:14336 14336:4096 8192:28672 28672:8192; do
   shapes="$shapes,tn:${n}x${k}x${tokens},nn:${tokens}x${k}x${n}"
 done
 timeout 150 "$bundle/bin/gpu_gemm_bench" --samples=7 --shapes="${shapes#,}" --only=tn_wgrad \
-  --candidates=lt0,lt1,lt2,lt3,n128,c2,wt > "$out/gemm.json" 2>> "$out/tests.log"
+  --candidates=lt0,lt1,lt2,lt3,n128,n128+s6,m192+n128,c2,wt > "$out/gemm.json" 2>> "$out/tests.log"
 echo "=== gpu_gemm_bench rc=$?" >> "$out/tests.log"
 
 # 3. The Linear under MPS: both passes share one daemon; between them the TN keys of the four

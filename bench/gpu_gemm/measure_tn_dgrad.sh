@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One GPU-machine run that decides the TN and dgrad defaults: the GPU tests of both (the cuBLASLt
 # TN family, the 128x128 dual quantize, the tuning harness), then gpu_gemm_bench's TN and NN rows
-# at the Llama-3 Linear shapes with every candidate in one loop (ours, ours retiled, cuBLASLt's
-# ranked algorithms through kerneld's family, cuBLASLt's own orientation as the peer; NN against
-# NT on a ready Wᵀ), then linear_bench.py under MPS with both dgrad forms and both scale layouts,
-# once with TN on kerneld's kernel and once with the TN keys pinned to cuBLASLt (kctl cache pin).
+# at the Llama-3 Linear shapes with every candidate in one loop (ours; ours retiled, among them
+# the 128x128 tile whose two partials let block kb+1's wgmmas run while block kb is promoted;
+# cuBLASLt's ranked algorithms through kerneld's family; cuBLASLt's own orientation as the peer;
+# NN against NT on a ready Wᵀ), then linear_bench.py under MPS with both dgrad forms and both
+# scale layouts, once with TN on kerneld's kernel and once with the TN keys pinned to cuBLASLt
+# (kctl cache pin).
 # Prints summary.txt last: the tables and the defaults the numbers call for.
 #   measure_tn_dgrad.sh BUNDLE OUT_DIR
 # BUNDLE: b.tar.xz made by bench/gpu/bundle.sh with KD_BUNDLE_PROGRAMS (see bench/README.md), or
@@ -86,7 +88,7 @@ m=re.search(r'kerneld_autotune_lookups_total\{[^}]*result=\"hit\"[^}]*\} (\S+)',
 print(m.group(1) if m else 0)" 2> /dev/null || echo "?"
 }
 if [ -S "$sock/data.sock" ]; then
-  a=$(( $(left) - 140 )); [ $a -gt 240 ] && a=240
+  a=$(( $(left) - 140 )); [ $a -gt 240 ] && a=240; [ $a -lt 60 ] && a=60
   linear tn_kernel $a
   # The TN keys as the daemon builds them (gemm:tn:...:m<out>:n<in>:k<tokens>:...): device name
   # as CUDA gives it, kernel version of this build's sm_90 space.

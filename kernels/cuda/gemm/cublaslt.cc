@@ -228,17 +228,18 @@ absl::Status CublasLtPlan::Build(const CublasLtApi& api, cublasLtHandle_t handle
     s = set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, second_align);
   if (s == CUBLAS_STATUS_SUCCESS) s = set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d_align);
   if (s == CUBLAS_STATUS_SUCCESS) s = set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_align);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    api.pref_destroy(pref);
+    return absl::InternalError(absl::StrCat("cublaslt: preference: ", StatusName(api, s)));
+  }
+  // A heuristic that refuses the problem (NOT_SUPPORTED, or INVALID_VALUE for a combination this
+  // version does not run) offers no algorithm: the family does not take the problem.
   cublasLtMatmulHeuristicResult_t results[kCublasLtGemmAlgos] = {};
   int found = 0;
-  if (s == CUBLAS_STATUS_SUCCESS) {
-    s = api.heuristic(handle, desc_, lt_a_, lt_b_, lt_d_, lt_d_, pref, kCublasLtGemmAlgos, results,
-                      &found);
-  }
+  s = api.heuristic(handle, desc_, lt_a_, lt_b_, lt_d_, lt_d_, pref, kCublasLtGemmAlgos, results,
+                    &found);
   api.pref_destroy(pref);
-  if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) {
-    return absl::InternalError(
-        absl::StrCat("cublaslt: preference or heuristic query: ", StatusName(api, s)));
-  }
+  if (s != CUBLAS_STATUS_SUCCESS) found = 0;
   for (int i = 0; i < found; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS &&
         results[i].workspaceSize <= kCublasLtWorkspaceBytes) {

@@ -5,6 +5,8 @@
 # to 18-30 MB (30 for a RelWithDebInfo build). On the GPU machine:
 #   mkdir -p /tmp/b && tar -C /tmp/b -xJf OUT_DIR/b.tar.xz && bench/gpu/run_gpu_suite.sh /tmp/b $OUT
 #   bundle.sh BUILD_DIR OUT_DIR [GPU_BUNDLE_TOOL]
+# KD_BUNDLE_PROGRAMS (optional): the build-relative programs (and shared libraries) to pack
+# instead of the suite's list, for a run that needs fewer (bench/gpu_gemm/measure_tn_dgrad.sh).
 set -eu
 build=$1; out=$2; tool=${3:-../shared/tools/gpu-bundle}
 stage=$(mktemp -d)
@@ -15,6 +17,7 @@ tests/gpu/kernel_timer_test bench/gpu/cuda_call_bench bench/gpu/ipc_order_bench
 tests/gpu/kd_ipc_peer tests/gpu/kd_gpu_client bench/gpu/quant_pad_bench bench/gpu/quant_e2e_bench
 bench/gpu_gemm/gpu_gemm_bench tests/gpu/tile_gemm/tile_gemm_test bench/tile_gemm/tile_gemm_bench
 server/kerneld client/kctl/kctl"
+progs=${KD_BUNDLE_PROGRAMS:-$progs}
 for p in $progs; do
   # One call per program: the tool stops (and fails) after a program that has no library to
   # bundle, such as the statically linked kd_ipc_peer; the program is copied all the same.

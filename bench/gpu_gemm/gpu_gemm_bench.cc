@@ -1,7 +1,8 @@
 // Blockwise FP8 GEMM: kerneld's sm_90a kernel against cuBLASLt's block-scaled FP8 matmul
 // (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F for the 1x128 activation operand,
 // CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F for the 128x128 weight operand; VEC128 on both for
-// wgrad) in the same process, on the shapes of issue 5. Prints one JSON object.
+// wgrad; kernels/cuda/gemm/cublaslt.h, the code kerneld's own cuBLASLt family runs) in the same
+// process, on the shapes of issue 5. Prints one JSON object.
 //
 // Timing: inputs rotate over enough copies that one pass over them is several times the L2, so
 // no launch finds its operands cached by the one before; each sample times a batch of launches
@@ -11,15 +12,24 @@
 // |ours - peer| / (|peer| + 1) over the output, a check that both computed the same product.
 //
 //   gpu_gemm_bench [--quick] [--config=bm128.bn128.s6.c1.r8.p0] [--samples=N] [--only=A,B]
-//                  [--unsplit] [--candidates=s5,c2,...] [--trace=PREFIX] [--shape=MxNxK]
-//                  [--power=SECONDS]
+//                  [--unsplit] [--candidates=s5,c2,lt0,wt,...] [--trace=PREFIX] [--shape=MxNxK]
+//                  [--shapes=tn:MxNxK,nn:MxNxK,...] [--power=SECONDS]
 //
 // --candidates times, in the same loop as ours and the peer, variants of each case's config
 // (the default or --config): `sN` sets the stages, `c1` and `c2` the cluster, `mN` and `nN` the
-// tile's rows and columns; joined by '+' they combine (s5+c2, m192+n128+s4). A candidate the
-// kernel does not build for that config (CheckGemmConfig) is skipped. Each appears in
+// tile's rows and columns, `rN` the raster group; joined by '+' they combine (s5+c2,
+// m192+n128+s4). A candidate the kernel does not build for that config (CheckGemmConfig) is
+// skipped. `ltN` (TN cases) runs kerneld's cuBLASLt family with algorithm N of cuBLASLt's ranking
+// (CublasLtGemmConfig, through the same launcher the CUDA backend uses, with its scratch); `wt`
+// (NN cases) runs the NT kernel, with NT's default config, on a transpose of W made beforehand:
+// dgrad as a trainer runs it with Wᵀ from the 128x128 dual quantize. Each appears in
 // "candidates" with its time, its ratio to the peer, its speed over the default ("vs_default")
 // and its own max_rel_diff against the peer.
+//
+// --shapes replaces the case list with TN and NN cases of those shapes (M x N x K as in
+// GemmVariant: TN M = out features, N = in features, K = tokens; NN M = tokens, N = in, K = out).
+// NN's peer is cuBLASLt's NT on the transposed W (there is no block-scaled NN in cuBLASLt); NN
+// needs N a multiple of 128 (W is made by transposing Wᵀ on the device).
 //
 // --only runs the cases whose name contains any of the comma-separated substrings. Ours runs
 // with the scratch GemmFp8ScratchBytes asks for, as the CUDA backend passes it (so the split
@@ -38,7 +48,6 @@
 // kernel's clock trace (gemm_fp8_kernel.h, SetGemmFp8Trace) to PREFIX_<case>_<config>.bin; only
 // a build with -DKD_GEMM_TRACE=ON records (its marks cost the kernel 8-13% of its speed), others
 // write zeros. bench/gpu_gemm/trace_summary.py summarises the files.
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -55,8 +64,12 @@
 #include "absl/strings/str_cat.h"
 #include "bench/gpu_gemm/nvml_power.h"
 #include "kerneld/kernels/fp8.h"
+#include "kernels/cuda/gemm/cublaslt.h"
+#include "kernels/cuda/gemm/cublaslt_gemm.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
+#include "kernels/cuda/gemm/gemm_launch.h"
+#include "kernels/cuda/gemm/transpose_fp8.h"
 
 namespace kd {
 namespace {
@@ -69,16 +82,6 @@ namespace {
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
-#define BENCH_CHECK_LT(expr)                                                          \
-  do {                                                                                \
-    cublasStatus_t st_ = (expr);                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                               \
-      std::fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #expr, \
-                   static_cast<int>(st_));                                            \
-      return false;                                                                   \
-    }                                                                                 \
-  } while (0)
-
 struct DeviceBuffer {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -118,81 +121,27 @@ Tensor View(void* data, DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
-// One cuBLASLt block-scaled FP8 matmul on our operands: cuBLASLt's A is our A (m,k) row-major,
-// read as a k x m column-major matrix transposed, with VEC128 (1x128) scales; its B is our B
-// (n,k) row-major, a k x n column-major matrix, with BLK128x128 scales (VEC128 for wgrad). Its
-// column-major m x n result is our D transposed: the same work, written as Dᵀ.
-class LtGemm {
- public:
-  ~LtGemm() {
-    if (pref_) cublasLtMatmulPreferenceDestroy(pref_);
-    if (a_) cublasLtMatrixLayoutDestroy(a_);
-    if (b_) cublasLtMatrixLayoutDestroy(b_);
-    if (d_) cublasLtMatrixLayoutDestroy(d_);
-    if (desc_) cublasLtMatmulDescDestroy(desc_);
-  }
-  bool Init(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, bool weight_blocks,
-            const float* a_scales, const float* b_scales, void* workspace, size_t workspace_bytes) {
-    lt_ = lt;
-    workspace_ = workspace;
-    workspace_bytes_ = workspace_bytes;
-    BENCH_CHECK_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    BENCH_CHECK_LT(
-        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    BENCH_CHECK_LT(
-        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    const cublasLtMatmulMatrixScale_t b_mode = weight_blocks
-                                                   ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                                   : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
-                                                  sizeof(a_mode)));
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
-                                                  sizeof(b_mode)));
-    if (!SetScales(a_scales, b_scales)) return false;
-    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, k, m, k));
-    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, k, n, k));
-    BENCH_CHECK_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, m, n, m));
-    BENCH_CHECK_LT(cublasLtMatmulPreferenceCreate(&pref_));
-    BENCH_CHECK_LT(
-        cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace_bytes_, sizeof(workspace_bytes_)));
-    int found = 0;
-    cublasLtMatmulHeuristicResult_t result{};
-    BENCH_CHECK_LT(
-        cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, d_, d_, pref_, 1, &result, &found));
-    if (found == 0) return false;
-    algo_ = result.algo;
-    return true;
-  }
-  bool SetScales(const float* a_scales, const float* b_scales) {
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                  &a_scales, sizeof(a_scales)));
-    BENCH_CHECK_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                  &b_scales, sizeof(b_scales)));
-    return true;
-  }
-  bool Run(const void* a, const void* b, void* d, cudaStream_t stream) {
-    const float alpha = 1.0f, beta = 0.0f;
-    BENCH_CHECK_LT(cublasLtMatmul(lt_, desc_, &alpha, a, a_, b, b_, &beta, d, d_, d, d_, &algo_,
-                                  workspace_, workspace_bytes_, stream));
-    return true;
-  }
-
- private:
-  cublasLtHandle_t lt_ = nullptr;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
-  cublasLtMatmulPreference_t pref_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
-};
+// The peer: cuBLASLt's block-scaled FP8 matmul on our operands (kernels/cuda/gemm/cublaslt.h),
+// in its own orientation: cuBLASLt's A is our A (m,k), its B our B (n,k) with BLK128x128 scales
+// (VEC128 for wgrad), its column-major m x n result our D transposed: the same work, written as
+// Dᵀ. (kerneld's cuBLASLt family swaps the operands to write D itself: the `ltN` candidates.)
+absl::StatusOr<std::shared_ptr<cuda_gemm::CublasLtPlan>> PeerPlan(int64_t m, int64_t n, int64_t k,
+                                                                  bool weight_blocks) {
+  cuda_gemm::BlockScaledProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.lda = k;
+  p.ldb = k;
+  p.ldd = m;
+  p.b_tiles = weight_blocks;
+  p.d_transposed = true;
+  return cuda_gemm::CublasLtPlan::Get(p);
+}
 
 struct Case {
-  const char* name;
-  GemmVariant variant;  // kNT, kTN or kMGroupedNT
+  std::string name;
+  GemmVariant variant;  // kNT, kTN, kNN or kMGroupedNT
   int64_t m, n, k;      // for M-grouped, m is the rows of one group
   int64_t groups;
 };
@@ -207,8 +156,16 @@ struct Options {
   std::vector<std::string> candidates;
   double power_seconds = 0;  // --power: soak length per kernel and round; 0: no power soak
   std::string trace;         // prefix of per-launch clock trace files (experiment); empty: none
-  std::string shape_name;    // --shape: one NT case of this M x N x K instead of the list
-  int64_t shape[3] = {0, 0, 0};
+  std::vector<Case> shapes;  // --shape / --shapes: these cases instead of the list
+};
+
+// A candidate: a config of kerneld's kernel, of its cuBLASLt family, or (NN) the NT kernel on a
+// ready Wᵀ.
+struct Candidate {
+  GemmKernelConfig config;
+  bool on_wt = false;
+  std::string Name() const { return on_wt ? "nt_on_wt" : GemmKernelConfigToString(config); }
+  bool operator==(const Candidate& o) const { return config == o.config && on_wt == o.on_wt; }
 };
 
 // Applies a candidate spec (see the file comment) to `c`; false when the spec is malformed.
@@ -225,6 +182,8 @@ bool ApplyCandidate(const std::string& spec, GemmConfig& c) {
       c.block_m = std::atoi(part.c_str() + 1);
     } else if (part.size() >= 2 && part[0] == 'n' && std::isdigit(part[1])) {
       c.block_n = std::atoi(part.c_str() + 1);
+    } else if (part.size() >= 2 && part[0] == 'r' && std::isdigit(part[1])) {
+      c.raster_group = std::atoi(part.c_str() + 1);
     } else {
       return false;
     }
@@ -233,10 +192,38 @@ bool ApplyCandidate(const std::string& spec, GemmConfig& c) {
   return true;
 }
 
-bool Selected(const Options& opt, const char* name) {
+// A candidate spec of the case's variant (see the file comment); false when it does not apply.
+bool MakeCandidate(const std::string& spec, const Case& c, const GemmConfig& config,
+                   Candidate* out) {
+  if (spec == "wt") {
+    out->on_wt = true;
+    return c.variant == GemmVariant::kNN;
+  }
+  if (spec.size() >= 3 && spec.compare(0, 2, "lt") == 0) {
+    absl::StatusOr<CublasLtGemmConfig> lt = ParseCublasLtGemmConfig(spec);
+    out->config = lt.ok() ? *lt : CublasLtGemmConfig{};
+    return lt.ok() && c.variant == GemmVariant::kTN;
+  }
+  GemmConfig v = config;
+  out->config = v;
+  if (!ApplyCandidate(spec, v) || !CheckGemmConfig(v).ok() || v == config) return false;
+  out->config = v;
+  return true;
+}
+
+bool ValidSpec(const std::string& spec) {
+  if (spec == "wt") return true;
+  if (spec.size() >= 3 && spec.compare(0, 2, "lt") == 0) {
+    return ParseCublasLtGemmConfig(spec).ok();
+  }
+  GemmConfig probe;
+  return ApplyCandidate(spec, probe);
+}
+
+bool Selected(const Options& opt, const std::string& name) {
   if (opt.only.empty()) return true;
   for (const std::string& s : opt.only) {
-    if (std::strstr(name, s.c_str()) != nullptr) return true;
+    if (name.find(s) != std::string::npos) return true;
   }
   return false;
 }
@@ -309,26 +296,41 @@ std::string Soak(F&& launch, int sets, int per_batch, double seconds, double flo
                       ",\"clock_event_reasons\":\"", hex, "\"}");
 }
 
-std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void* workspace,
-                    size_t workspace_bytes, const cudaDeviceProp& prop, std::mt19937_64& rng) {
+std::string RunCase(const Case& c, const Options& opt, void* workspace, const cudaDeviceProp& prop,
+                    std::mt19937_64& rng) {
+  const bool nn = c.variant == GemmVariant::kNN;
   const int64_t total_m = c.m * c.groups;
-  const int64_t kb = c.k / 128;
+  const int64_t kb = c.k / 128, nb = (c.n + 127) / 128;
   const size_t a_bytes = total_m * c.k, b_bytes = c.groups * c.n * c.k;
   // Rotate until one pass over the inputs is at least 4x the L2.
-  const size_t set_bytes = a_bytes + b_bytes;
+  const size_t set_bytes = a_bytes + b_bytes * (nn ? 2 : 1);
   const int sets = static_cast<int>(
       std::max<size_t>(2, std::min<size_t>(16, (4 * prop.l2CacheSize) / set_bytes + 1)));
-  std::vector<std::unique_ptr<DeviceBuffer>> a, b;
+  // b: the B operand as the variant takes it; NN's W (k, n) is made on the device as the exact
+  // transpose of bt (n, k), which the peer and the `wt` candidate read.
+  std::vector<std::unique_ptr<DeviceBuffer>> a, b, bt;
   for (int s = 0; s < sets; ++s) {
     a.push_back(std::make_unique<DeviceBuffer>(a_bytes));
     b.push_back(std::make_unique<DeviceBuffer>(b_bytes));
     FillCodes(*a.back(), rng);
-    FillCodes(*b.back(), rng);
+    if (nn) {
+      bt.push_back(std::make_unique<DeviceBuffer>(b_bytes));
+      FillCodes(*bt.back(), rng);
+      cuda_gemm::TransposeFp8Params t;
+      t.src = static_cast<const uint8_t*>(bt.back()->ptr);
+      t.src_stride = c.k;
+      t.rows = c.n;
+      t.cols = c.k;
+      t.dst = static_cast<uint8_t*>(b.back()->ptr);
+      BENCH_CHECK_CUDA(cuda_gemm::LaunchTransposeFp8(t, nullptr));
+    } else {
+      FillCodes(*b.back(), rng);
+    }
   }
+  BENCH_CHECK_CUDA(cudaDeviceSynchronize());
   // Ones, sized for the largest layout either library may read.
   DeviceBuffer a_scales(total_m * kb * 4 + 256);
-  DeviceBuffer b_scales(
-      std::max<int64_t>(c.groups * c.n * kb, c.groups * ((c.n + 127) / 128) * kb) * 4 + 256);
+  DeviceBuffer b_scales(std::max<int64_t>(c.groups * c.n * kb, c.groups * nb * kb) * 4 + 256);
   FillOnes(a_scales);
   FillOnes(b_scales);
   DeviceBuffer d_ours(total_m * c.n * 2), d_peer(total_m * c.n * 2);
@@ -343,57 +345,91 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   args.variant = c.variant;
   args.a_scales = View(a_scales.ptr, DType::kF32, {total_m, kb});
   if (c.variant == GemmVariant::kMGroupedNT) {
-    args.b_scales = View(b_scales.ptr, DType::kF32, {c.groups, (c.n + 127) / 128, kb});
+    args.b_scales = View(b_scales.ptr, DType::kF32, {c.groups, nb, kb});
     args.group_ends = View(ends.ptr, DType::kI32, {c.groups});
   } else if (c.variant == GemmVariant::kTN) {
     args.b_scales = View(b_scales.ptr, DType::kF32, {c.n, kb});
+  } else if (nn) {
+    args.b_scales = View(b_scales.ptr, DType::kF32, {kb, nb});
   } else {
-    args.b_scales = View(b_scales.ptr, DType::kF32, {(c.n + 127) / 128, kb});
+    args.b_scales = View(b_scales.ptr, DType::kF32, {nb, kb});
   }
   args.d = View(d_ours.ptr, DType::kBF16, {total_m, c.n});
   auto bind = [&](int s) {
     GemmArgs g = args;
     g.a = View(a[s]->ptr, DType::kE4M3FN, {total_m, c.k});
-    g.b = c.variant == GemmVariant::kMGroupedNT
-              ? View(b[s]->ptr, DType::kE4M3FN, {c.groups, c.n, c.k})
-              : View(b[s]->ptr, DType::kE4M3FN, {c.n, c.k});
+    if (c.variant == GemmVariant::kMGroupedNT) {
+      g.b = View(b[s]->ptr, DType::kE4M3FN, {c.groups, c.n, c.k});
+    } else if (nn) {
+      g.b = View(b[s]->ptr, DType::kE4M3FN, {c.k, c.n});
+    } else {
+      g.b = View(b[s]->ptr, DType::kE4M3FN, {c.n, c.k});
+    }
+    return g;
+  };
+  // NN's `wt` candidate: NT on bt with its 128x128 scales (ones, any layout).
+  auto bind_wt = [&](int s) {
+    GemmArgs g = bind(s);
+    g.variant = GemmVariant::kNT;
+    g.b = View(bt[s]->ptr, DType::kE4M3FN, {c.n, c.k});
+    g.b_scales = View(b_scales.ptr, DType::kF32, {nb, kb});
     return g;
   };
   const GemmConfig config = opt.has_config ? opt.config : DefaultGemmConfig(bind(0), prop);
-  bool ok = true;
-  const uint64_t scratch_bytes = opt.split ? GemmFp8ScratchBytes(bind(0)) : 0;
-  DeviceBuffer scratch(std::max<uint64_t>(scratch_bytes, 256));
-  auto launch = [&](int s, const GemmConfig& cfg) {
-    const absl::Status st =
-        LaunchGemmFp8(bind(s), cfg, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
-    if (!st.ok()) {
-      std::fprintf(stderr, "%s: %s\n", c.name, std::string(st.message()).c_str());
-      ok = false;
-    }
-  };
-  auto ours = [&](int s) { launch(s, config); };
-  std::vector<GemmConfig> cand;
+  std::vector<Candidate> cand;
   for (const std::string& spec : opt.candidates) {
-    GemmConfig v = config;
-    if (ApplyCandidate(spec, v) && CheckGemmConfig(v).ok() && v != config &&
+    Candidate v;
+    if (MakeCandidate(spec, c, config, &v) &&
         std::find(cand.begin(), cand.end(), v) == cand.end()) {
       cand.push_back(v);
     }
   }
+  bool ok = true;
+  uint64_t scratch_bytes = opt.split ? GemmFp8ScratchBytes(bind(0)) : 0;
+  for (const Candidate& v : cand) {
+    if (std::holds_alternative<CublasLtGemmConfig>(v.config)) {
+      scratch_bytes = std::max(scratch_bytes, CublasLtGemmScratchBytes(bind(0)));
+    }
+    if (v.on_wt && opt.split)
+      scratch_bytes = std::max(scratch_bytes, GemmFp8ScratchBytes(bind_wt(0)));
+  }
+  DeviceBuffer scratch(std::max<uint64_t>(scratch_bytes, 256));
+  void* scratch_ptr = scratch_bytes > 0 ? scratch.ptr : nullptr;
+  auto report = [&](const absl::Status& st) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name.c_str(), std::string(st.message()).c_str());
+      ok = false;
+    }
+  };
+  auto ours = [&](int s) { report(LaunchGemmFp8(bind(s), config, nullptr, scratch_ptr)); };
+  const GemmConfig wt_config = nn ? DefaultGemmConfig(bind_wt(0), prop) : config;
+  // A candidate that fails (a cuBLASLt config cuBLASLt has no algorithm for) is reported in its
+  // row and left out of the timing; the case goes on.
+  std::vector<std::string> cand_error(cand.size());
+  auto launch_candidate = [&](int s, size_t j) {
+    if (!cand_error[j].empty()) return;
+    const Candidate& v = cand[j];
+    const absl::Status st = v.on_wt ? LaunchGemmFp8(bind_wt(s), wt_config, nullptr, scratch_ptr)
+                                    : LaunchGemmConfig(bind(s), v.config, nullptr, scratch_ptr);
+    if (!st.ok()) cand_error[j] = std::string(st.message());
+  };
   std::vector<std::vector<double>> t_cand(cand.size());
-  // The peer: one cuBLASLt matmul per group (one for the dense cases).
-  LtGemm peer;
-  const bool peer_ok = peer.Init(
-      lt, c.m, c.n, c.k, c.variant != GemmVariant::kTN, static_cast<const float*>(a_scales.ptr),
-      static_cast<const float*>(b_scales.ptr), workspace, workspace_bytes);
+  // The peer: one cuBLASLt matmul per group (one for the dense cases; NN's on bt).
+  absl::StatusOr<std::shared_ptr<cuda_gemm::CublasLtPlan>> peer =
+      PeerPlan(c.m, c.n, c.k, c.variant != GemmVariant::kTN);
+  const bool peer_ok = peer.ok();
+  if (!peer_ok) {
+    std::fprintf(stderr, "%s: peer: %s\n", c.name.c_str(),
+                 std::string(peer.status().message()).c_str());
+  }
   auto cublas = [&](int s) {
+    const uint8_t* pb = static_cast<const uint8_t*>((nn ? bt[s] : b[s])->ptr);
     for (int64_t g = 0; g < c.groups; ++g) {
       const uint8_t* ga = static_cast<const uint8_t*>(a[s]->ptr) + g * c.m * c.k;
-      const uint8_t* gb = static_cast<const uint8_t*>(b[s]->ptr) + g * c.n * c.k;
+      const uint8_t* gb = pb + g * c.n * c.k;
       void* gd = static_cast<uint16_t*>(d_peer.ptr) + g * c.m * c.n;
-      if (!peer.Run(ga, gb, gd, nullptr)) {
-        ok = false;
-      }
+      report((*peer)->Run(0, ga, static_cast<const float*>(a_scales.ptr), gb,
+                          static_cast<const float*>(b_scales.ptr), gd, workspace, nullptr));
     }
   };
 
@@ -401,11 +437,12 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
   cudaEvent_t start, stop;
   BENCH_CHECK_CUDA(cudaEventCreate(&start));
   BENCH_CHECK_CUDA(cudaEventCreate(&stop));
-  // Warm up both (module load, heuristics, clocks), then size a sample to about 2 ms.
+  // Warm up everything (module load, heuristics, plans, clocks), then size a sample to ~2 ms.
   int rotation = 0;
   for (int i = 0; i < 3; ++i) {
     ours(i % sets);
     if (peer_ok) cublas(i % sets);
+    for (size_t j = 0; j < cand.size(); ++j) launch_candidate(i % sets, j);
   }
   BENCH_CHECK_CUDA(cudaDeviceSynchronize());
   const double probe = TimeBatches(ours, sets, 3, start, stop, rotation);
@@ -416,7 +453,8 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     t_ours.push_back(TimeBatches(ours, sets, per_sample, start, stop, rotation));
     if (peer_ok) t_peer.push_back(TimeBatches(cublas, sets, per_sample, start, stop, rotation));
     for (size_t j = 0; j < cand.size(); ++j) {
-      auto run = [&](int s) { launch(s, cand[j]); };
+      if (!cand_error[j].empty()) continue;
+      auto run = [&](int s) { launch_candidate(s, j); };
       t_cand[j].push_back(TimeBatches(run, sets, per_sample, start, stop, rotation));
     }
   }
@@ -447,8 +485,9 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     };
     for (uint16_t v : x) nonzero += (v & 0x7FFF) != 0;
     max_rel = max_rel_of(x);
-    for (const GemmConfig& v : cand) {
-      launch(0, v);
+    for (size_t j = 0; j < cand.size(); ++j) {
+      BENCH_CHECK_CUDA(cudaMemset(d_ours.ptr, 0xFF, x.size() * 2));
+      launch_candidate(0, j);
       BENCH_CHECK_CUDA(cudaMemcpy(x.data(), d_ours.ptr, x.size() * 2, cudaMemcpyDeviceToHost));
       cand_rel.push_back(max_rel_of(x));
     }
@@ -481,10 +520,11 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
     std::vector<uint32_t> host(cuda_gemm::kTraceWords);
     for (size_t j = 0; j <= cand.size(); ++j) {
       BENCH_CHECK_CUDA(cudaMemset(tbuf.ptr, 0, tbuf.bytes));
-      const GemmConfig& cfg = j == 0 ? config : cand[j - 1];
+      const GemmConfig* kernel = j == 0 ? &config : std::get_if<GemmConfig>(&cand[j - 1].config);
+      if (kernel == nullptr || (j > 0 && cand[j - 1].on_wt)) continue;  // not the kernel's trace
+      const GemmConfig& cfg = *kernel;
       cuda_gemm::SetGemmFp8Trace(static_cast<uint32_t*>(tbuf.ptr));
-      const absl::Status st =
-          LaunchGemmFp8(bind(1), cfg, nullptr, scratch_bytes > 0 ? scratch.ptr : nullptr);
+      const absl::Status st = LaunchGemmFp8(bind(1 % sets), cfg, nullptr, scratch_ptr);
       cuda_gemm::SetGemmFp8Trace(nullptr);
       BENCH_CHECK_CUDA(cudaDeviceSynchronize());
       if (!st.ok()) continue;
@@ -522,15 +562,21 @@ std::string RunCase(const Case& c, const Options& opt, cublasLtHandle_t lt, void
                     ",\"max_rel_diff\":", max_rel,
                     ",\"nonzero_fraction\":", static_cast<double>(nonzero) / (total_m * c.n));
   } else {
-    absl::StrAppend(&out, ",\"cublaslt\":\"no algorithm for this scale mode\"");
+    absl::StrAppend(&out, ",\"cublaslt\":\"", peer.status().message(), "\"");
   }
   if (!cand.empty()) {
     absl::StrAppend(&out, ",\"candidates\":[");
     for (size_t j = 0; j < cand.size(); ++j) {
+      if (!cand_error[j].empty()) {
+        std::string why = cand_error[j];
+        std::replace(why.begin(), why.end(), '"', '\'');
+        absl::StrAppend(&out, j ? "," : "", "{\"config\":\"", cand[j].Name(), "\",\"error\":\"",
+                        why, "\"}");
+        continue;
+      }
       const double cms = Median(t_cand[j]);
-      absl::StrAppend(&out, j ? "," : "", "{\"config\":\"", GemmConfigToString(cand[j]),
-                      "\",\"ms\":", cms, ",\"tflops\":", flops / cms / 1e9,
-                      ",\"vs_default\":", ms / cms);
+      absl::StrAppend(&out, j ? "," : "", "{\"config\":\"", cand[j].Name(), "\",\"ms\":", cms,
+                      ",\"tflops\":", flops / cms / 1e9, ",\"vs_default\":", ms / cms);
       if (peer_ok) absl::StrAppend(&out, ",\"ratio\":", Median(t_peer) / cms);
       if (j < cand_rel.size()) absl::StrAppend(&out, ",\"max_rel_diff\":", cand_rel[j]);
       absl::StrAppend(&out, "}");
@@ -568,27 +614,42 @@ int main(int argc, char** argv) {
         if (comma > start) opt.candidates.push_back(arg.substr(start, comma - start));
         start = comma + 1;
       }
-      GemmConfig probe;
       for (const std::string& spec : opt.candidates) {
-        if (!ApplyCandidate(spec, probe)) {
+        if (!ValidSpec(spec)) {
           std::fprintf(stderr, "bad candidate \"%s\"\n", spec.c_str());
           return 2;
         }
       }
     } else if (arg.rfind("--trace=", 0) == 0) {
       opt.trace = arg.substr(8);
-    } else if (arg.rfind("--shape=", 0) == 0) {
-      long long m = 0, n = 0, k = 0;
-      char tail = 0;
-      if (std::sscanf(arg.c_str() + 8, "%lldx%lldx%lld%c", &m, &n, &k, &tail) != 3 || m < 1 ||
-          n < 1 || k < 128) {
-        std::fprintf(stderr, "--shape wants MxNxK (K >= 128), got \"%s\"\n", arg.c_str() + 8);
-        return 2;
+    } else if (arg.rfind("--shape=", 0) == 0 || arg.rfind("--shapes=", 0) == 0) {
+      // --shape=MxNxK: one NT case; --shapes=v:MxNxK,... with v one of nt, tn, nn.
+      const bool one = arg.rfind("--shape=", 0) == 0;
+      size_t start = one ? 8 : 9;
+      while (start <= arg.size()) {
+        const size_t comma = std::min(arg.find(',', start), arg.size());
+        std::string spec = one ? "nt:" + arg.substr(start) : arg.substr(start, comma - start);
+        start = one ? arg.size() + 1 : comma + 1;
+        const size_t colon = spec.find(':');
+        const std::string v = colon == std::string::npos ? "" : spec.substr(0, colon);
+        const GemmVariant variant = v == "nt"   ? GemmVariant::kNT
+                                    : v == "tn" ? GemmVariant::kTN
+                                    : v == "nn" ? GemmVariant::kNN
+                                                : GemmVariant::kInvalid;
+        long long m = 0, n = 0, k = 0;
+        char tail = 0;
+        if (variant == GemmVariant::kInvalid ||
+            std::sscanf(spec.c_str() + colon + 1, "%lldx%lldx%lld%c", &m, &n, &k, &tail) != 3 ||
+            m < 1 || n < 1 || k < 128 || k % 128 != 0 ||
+            (variant == GemmVariant::kNN && n % 128 != 0)) {
+          std::fprintf(stderr,
+                       "--shape(s) wants [nt|tn|nn:]MxNxK (K a multiple of 128; nn: N too), got "
+                       "\"%s\"\n",
+                       spec.c_str());
+          return 2;
+        }
+        opt.shapes.push_back({v + "_" + spec.substr(colon + 1), variant, m, n, k, 1});
       }
-      opt.shape_name = "nt_" + arg.substr(8);
-      opt.shape[0] = m;
-      opt.shape[1] = n;
-      opt.shape[2] = k;
     } else if (arg.rfind("--power=", 0) == 0) {
       opt.power_seconds = std::atof(arg.c_str() + 8);
       if (!(opt.power_seconds > 0 && opt.power_seconds <= 60)) {
@@ -609,17 +670,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--samples=N] [--config=STRING] [--only=A,B] "
                    "[--unsplit] [--candidates=SPEC,...] [--trace=PREFIX] [--shape=MxNxK] "
-                   "[--power=SECONDS]\n",
+                   "[--shapes=tn:MxNxK,nn:MxNxK,...] [--power=SECONDS]\n",
                    argv[0]);
       return 2;
     }
   }
   cudaDeviceProp prop;
   BENCH_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  cublasLtHandle_t lt;
-  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 1;
-  const size_t workspace_bytes = 64 << 20;
-  DeviceBuffer workspace(workspace_bytes);
+  if (const auto lt = cuda_gemm::LoadCublasLt(); !lt.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(lt.status().message()).c_str());
+  }
+  DeviceBuffer workspace(cuda_gemm::kCublasLtWorkspaceBytes);
   const Case cases[] = {
       {"nt_4096^3", GemmVariant::kNT, 4096, 4096, 4096, 1},
       {"nt_8192^3", GemmVariant::kNT, 8192, 8192, 8192, 1},
@@ -638,22 +699,19 @@ int main(int argc, char** argv) {
   std::printf("{\"device\":\"%s\",\"sms\":%d,\"l2_bytes\":%d,\"results\":[\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize);
   bool first = true;
-  std::vector<Case> run;
-  if (!opt.shape_name.empty()) {
-    run.push_back(
-        {opt.shape_name.c_str(), GemmVariant::kNT, opt.shape[0], opt.shape[1], opt.shape[2], 1});
-  } else {
+  // --shape(s) replace the list; with --only too, the selected cases of the list run after them.
+  std::vector<Case> run = opt.shapes;
+  if (opt.shapes.empty() || !opt.only.empty()) {
     for (const Case& c : cases) {
       if (Selected(opt, c.name)) run.push_back(c);
     }
   }
   for (const Case& c : run) {
-    const std::string line = RunCase(c, opt, lt, workspace.ptr, workspace_bytes, prop, rng);
+    const std::string line = RunCase(c, opt, workspace.ptr, prop, rng);
     std::printf("%s%s\n", first ? "" : ",", line.c_str());
     std::fflush(stdout);
     first = false;
   }
   std::printf("]}\n");
-  cublasLtDestroy(lt);
   return 0;
 }

@@ -10,7 +10,15 @@ the rest being the hand-offs (IPC events, the ring, queueing, the trainer's Pyth
     python3 bench/torch/linear_bench.py --socket /tmp/kd/data.sock \
         --metrics http://127.0.0.1:19464/metrics > bench.json
 
-Prints JSON. bench/torch/run_gpu.sh runs it with and without MPS."""
+--variants times several forms of the kerneld Linear in the same process, each a path of its
+own: dgrad "nn" or "nt" (Float8BlockwiseLinear's dgrad option) and activation scales "rm"
+(row-major) or "kbm" (K-block-major), e.g. --variants nn/rm,nt/rm,nt/kbm; the first is also
+reported as "kerneld". --skip_peers leaves out bf16 and the in-process path (a second pass of the
+same run, after the daemon's TN config was changed with kctl, needs only the kerneld paths);
+--tag names such a pass in the JSON.
+
+Prints JSON. bench/torch/run_gpu.sh runs it with and without MPS; bench/torch/measure_tn_dgrad.sh
+runs the TN/dgrad comparison."""
 import argparse
 import json
 import os
@@ -103,7 +111,7 @@ def run_path(name, make, rows, warmup, reps, flops):
     torch.cuda.synchronize()
 
 
-def bench_linear(k, n, m, rt, sync_rt, args):
+def bench_linear(k, n, m, variants, args):
     torch.manual_seed(0)
     base = nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -111,30 +119,40 @@ def bench_linear(k, n, m, rt, sync_rt, args):
     flops = 6.0 * m * n * k
     row = {"k": k, "n": n, "tokens": m, "paths": {}}
     paths = row["paths"]
-    run_path("bf16", lambda: linear_step(base, x, dy), paths, args.warmup, args.reps, flops)
-    run_path("inprocess_fp8",
-             lambda: linear_step(InProcessFloat8BlockwiseLinear.from_linear(base), x, dy),
-             paths, args.warmup, args.reps, flops)
-    run_path("kerneld", lambda: linear_step(Float8BlockwiseLinear.from_linear(base, runtime=rt),
-                                            x, dy), paths, args.warmup, args.reps, flops)
-    if "ms" in paths.get("kerneld", {}):
-        try:
-            b = breakdown(lambda r: linear_step(Float8BlockwiseLinear.from_linear(base, runtime=r),
-                                                x, dy), sync_rt, args.metrics, args.sync_reps)
-            b["daemon_share"] = round(1 - b["kernel_ms"] / paths["kerneld"]["ms"], 4)
-            row["kerneld_breakdown"] = b
-        except Exception as e:
-            row["kerneld_breakdown"] = {"error": f"{type(e).__name__}: {e}"}
+    if not args.skip_peers:
+        run_path("bf16", lambda: linear_step(base, x, dy), paths, args.warmup, args.reps, flops)
+        run_path("inprocess_fp8",
+                 lambda: linear_step(InProcessFloat8BlockwiseLinear.from_linear(base), x, dy),
+                 paths, args.warmup, args.reps, flops)
+    for i, (name, dgrad, rt, sync_rt) in enumerate(variants):
+        def make(r, dgrad=dgrad):
+            return linear_step(Float8BlockwiseLinear.from_linear(base, runtime=r, dgrad=dgrad),
+                               x, dy)
+        run_path(name, lambda: make(rt), paths, args.warmup, args.reps, flops)
+        if "ms" in paths.get(name, {}):
+            try:
+                b = breakdown(make, sync_rt, args.metrics, args.sync_reps)
+                b["daemon_share"] = round(1 - b["kernel_ms"] / paths[name]["ms"], 4)
+            except Exception as e:
+                b = {"error": f"{type(e).__name__}: {e}"}
+            row.setdefault("breakdowns", {})[name] = b
+            if i == 0:
+                row["kerneld_breakdown"] = b
+        if i == 0:
+            paths["kerneld"] = paths[name]
     _ratios(row)
     return row
 
 
 def _ratios(row):
     p = row["paths"]
-    if "ms" in p.get("kerneld", {}):
+    for path, result in p.items():
+        if not path.startswith("kerneld") or "ms" not in result:
+            continue
         for peer in ("bf16", "inprocess_fp8"):
             if "ms" in p.get(peer, {}):
-                row[f"kerneld_speedup_vs_{peer}"] = round(p[peer]["ms"] / p["kerneld"]["ms"], 3)
+                key = f"{path}_speedup_vs_{peer}"
+                row[key] = round(p[peer]["ms"] / result["ms"], 3)
 
 
 def bench_moe(experts_n, per_expert, k, n, rt, sync_rt, args):
@@ -212,23 +230,47 @@ def main():
     ap.add_argument("--tokens", type=int, nargs="*", default=TOKENS)
     ap.add_argument("--a_scale_layout", default="row_major",
                     choices=["row_major", "k_block_major"])
+    ap.add_argument("--variants", default=None,
+                    help="kerneld forms DGRAD/SCALES,... (dgrad nn|nt, scales rm|kbm); default: "
+                         "the module's default dgrad with --a_scale_layout")
+    ap.add_argument("--skip_peers", action="store_true", help="kerneld paths only")
+    ap.add_argument("--tag", default="", help="a name for this pass, copied into the JSON")
     args = ap.parse_args()
     kd = kerneld.connect(args.socket, name="linear_bench")
     rt = Runtime(kd, args.a_scale_layout)
     sync_rt = Runtime(kd, args.a_scale_layout, sync=True)
+    layouts = {"rm": "row_major", "kbm": "k_block_major"}
+    runtimes = {args.a_scale_layout: (rt, sync_rt)}
+    variants = []
+    for spec in (args.variants.split(",") if args.variants else [None]):
+        if spec is None:
+            from kerneld.torch import linear as kd_linear
+            dgrad, layout = kd_linear.DEFAULT_DGRAD, args.a_scale_layout
+            name = "kerneld"
+        else:
+            dgrad, _, short = spec.partition("/")
+            if dgrad not in ("nn", "nt") or short not in layouts:
+                ap.error(f"--variants: {spec!r} is not DGRAD/SCALES (nn|nt / rm|kbm)")
+            layout = layouts[short]
+            name = f"kerneld_{dgrad}_{short}"
+        if layout not in runtimes:
+            runtimes[layout] = (Runtime(kd, layout), Runtime(kd, layout, sync=True))
+        variants.append((name, dgrad, *runtimes[layout]))
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "mps": os.environ.get("KD_MPS", "unknown"), "commit": os.environ.get("KD_COMMIT", ""),
-           "a_scale_layout": args.a_scale_layout, "reps": args.reps, "date":
+           "tag": args.tag, "a_scale_layout": args.a_scale_layout,
+           "variants": [v[0] for v in variants], "reps": args.reps, "date":
            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "linear": [], "moe": []}
     if args.only in (None, "linear"):
         for m in args.tokens:
             for k, n in LINEAR_SHAPES:
-                out["linear"].append(bench_linear(k, n, m, rt, sync_rt, args))
+                out["linear"].append(bench_linear(k, n, m, variants, args))
                 print(json.dumps(out["linear"][-1]), file=sys.stderr, flush=True)
     if args.only in (None, "moe"):
         out["moe"].append(bench_moe(8, 4096, 4096, 14336, rt, sync_rt, args))
         print(json.dumps(out["moe"][-1]), file=sys.stderr, flush=True)
-    out["kerneld_client"] = {"submits": rt.submits, "event_pairs": rt.events.created,
+    out["kerneld_client"] = {"submits": sum(r.submits for r, _ in runtimes.values()),
+                             "event_pairs": sum(r.events.created for r, _ in runtimes.values()),
                              "registrations": kd.cuda_registry().registrations,
                              "registration_releases": kd.cuda_registry().releases,
                              "ring_calls_fallbacks": kd.ring_counts()}

@@ -57,12 +57,14 @@ ConfigSpace CpuGemmSpace() {
 
 // Bumped whenever a change to the kernel or its heuristic moves its timings (git log of this
 // line says which), so that entries tuned by an older build are not served.
-constexpr int32_t kSm90GemmVersion = 16;
+constexpr int32_t kSm90GemmVersion = 17;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Separate outputs of the key's problem, as DefaultGemmConfig counts them.
 int64_t Sm90Groups(const TuneKey& key) { return key.variant == "k_grouped_tn" ? key.groups : 1; }
+
+bool IsCublasLtConfig(absl::string_view text) { return absl::StartsWith(text, "lt"); }
 
 ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   ConfigSpace s;
@@ -77,19 +79,35 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
       if (c.cluster == 1 || clusters) s.configs.push_back(GemmConfigToString(c));
     }
   }
-  s.heuristic = [](const TuneKey& key) {
-    return GemmConfigToString(HeuristicGemmConfig(key.m, key.n, key.k, Sm90Groups(key),
-                                                  Sm90SmCount(key.device), key.variant == "nt",
-                                                  key.variant == "m_grouped_nt" ? key.groups : 0));
+  // TN through cuBLASLt: each of the algorithms its heuristic ranks first.
+  const bool cublaslt = variant == "tn";
+  if (cublaslt) {
+    for (int algo = 0; algo < kCublasLtGemmAlgos; ++algo) {
+      s.configs.push_back(CublasLtGemmConfigToString({algo}));
+    }
+  }
+  s.heuristic = [cublaslt](const TuneKey& key) {
+    if (cublaslt && TnDefaultsToCublasLt(key.m, key.n)) return CublasLtGemmConfigToString({0});
+    return Sm90KernelHeuristic(key);
   };
-  s.resolve = [](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
+  s.resolve = [cublaslt](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
+    if (cublaslt && IsCublasLtConfig(c)) {
+      absl::StatusOr<CublasLtGemmConfig> config = ParseCublasLtGemmConfig(c);
+      if (!config.ok()) return config.status();
+      return *config;
+    }
     absl::StatusOr<GemmConfig> config = ParseGemmConfig(c);
     if (!config.ok()) return config.status();
     return *config;
   };
   // A cluster pairs two M tiles: pointless with one. A raster band of more M tiles than the
-  // problem has orders the tiles as the 8-tile band does.
+  // problem has orders the tiles as the 8-tile band does. cuBLASLt's configs apply where this
+  // process has loaded it and the family takes the shape.
   s.applies = [](const TuneKey& key, absl::string_view text) {
+    if (IsCublasLtConfig(text)) {
+      return ParseCublasLtGemmConfig(text).ok() && CublasLtGemmLoaded() &&
+             CublasLtGemmTakesShape(key.m, key.n);
+    }
     auto c = ParseGemmConfig(text);
     if (!c.ok()) return false;
     const int64_t m_tiles = CeilDiv(key.m, c->block_m);
@@ -139,6 +157,12 @@ ConfigSpace HipGemmSpace(absl::string_view variant, absl::string_view family) {
 }
 
 }  // namespace
+
+std::string Sm90KernelHeuristic(const TuneKey& key) {
+  return GemmConfigToString(HeuristicGemmConfig(key.m, key.n, key.k, Sm90Groups(key),
+                                                Sm90SmCount(key.device), key.variant == "nt",
+                                                key.variant == "m_grouped_nt" ? key.groups : 0));
+}
 
 const ConfigSpaceRegistry& ConfigSpaceRegistry::Builtin() {
   static const ConfigSpaceRegistry* const kRegistry = [] {

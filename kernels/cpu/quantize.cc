@@ -11,7 +11,8 @@
 //   per_tensor              all of Y                              scales (1)
 //   jagged_colwise          Y = Xᵀ; row k of Y split at the group ends      scales (G, K)
 //   mx1x32                  1x32 along C                          e8m0 scales (R, C/32)
-//   dual pass               1x128 of X into output/scales and 1x128 of Xᵀ into output_t/scales_t
+//   dual pass               1x128 (or 128x128) of X into output/scales and of Xᵀ into
+//                           output_t/scales_t
 //
 // Recipe per block, all but mx1x32 (fp32 throughout, IEEE round-to-nearest-even):
 //   amax   = max |y|                         NaN when any element is NaN
@@ -248,8 +249,8 @@ KD_ALWAYS_INLINE void RowLocalEngine(const Job& j, int64_t r0, int64_t r1) {
   }
 }
 
-// Tiled recipes: 1x128 and mx1x32 on Xᵀ, 128x1 and 128x128 on X or Xᵀ. Items are bands of 128
-// rows of Y.
+// Tiled recipes: 1x128 and mx1x32 on Xᵀ, 128x1 and 128x128 on X or Xᵀ, and the 128x128 dual
+// pass (each tile encoded once as read and once transposed). Items are bands of 128 rows of Y.
 template <typename F>
 KD_ALWAYS_INLINE void TileEngine(const Job& j, int64_t b0, int64_t b1) {
   const QuantizeArgs& a = *j.a;
@@ -304,7 +305,20 @@ KD_ALWAYS_INLINE void TileEngine(const Job& j, int64_t b0, int64_t b1) {
           for (int64_t i = 0; i < th; ++i) {
             EncodeSpan<F>(tile + i * kTile, scale, tw, OutRow(a.output, yr0 + i) + yc0);
           }
-          a.scales.as<float>()[band * a.scales.strides[0] + yc0 / kQuantBlock] = StoredScale(scale);
+          const float stored = StoredScale(scale);
+          a.scales.as<float>()[band * a.scales.strides[0] + yc0 / kQuantBlock] = stored;
+          if (a.output_t.present()) {
+            // The dual pass (Y = X, th == 128): the transposed tile, with the same scale, is
+            // Xᵀ's tile (band of X's columns yc0, columns m0 = yr0).
+            float* __restrict tile_t = scratch_buf.data();
+            for (int64_t i = 0; i < kTile; ++i) {
+              for (int64_t c = 0; c < kTile; ++c) tile_t[c * kTile + i] = tile[i * kTile + c];
+            }
+            for (int64_t c = 0; c < kTile; ++c) {
+              EncodeSpan<F>(tile_t + c * kTile, scale, kTile, OutRow(a.output_t, yc0 + c) + yr0);
+            }
+            a.scales_t.as<float>()[(yc0 / kQuantBlock) * a.scales_t.strides[0] + band] = stored;
+          }
           break;
         }
       }

@@ -34,6 +34,7 @@
 #include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/device_pool.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm_harness.h"
 #include "kernels/cuda/ipc_mappings.h"
 #include "kernels/cuda/kernel_timer.h"
@@ -239,45 +240,19 @@ absl::Status ReadChecks(const CudaStream::Group& group, ErrorRecordSlabs* slabs)
   return first;
 }
 
-// ---- GEMM: the sm_90a FP8 GEMM of gemm/ (see gemm/gemm_fp8.h for what it runs). The config
-// comes from GemmArgs::config (the daemon's tune cache); anything but a GemmConfig runs
-// DefaultGemmConfig. A config the kernel does not build or that does not launch never fails the
-// request: the default runs instead, and the fallback is counted and logged (the first time, then
-// at every power of two).
-std::atomic<uint64_t> gemm_config_fallbacks{0};
-
-void CountGemmConfigFallback(const GemmConfig& config, const absl::Status& why) {
-  const uint64_t n = gemm_config_fallbacks.fetch_add(1) + 1;
-  if ((n & (n - 1)) == 0) {
-    const std::string line =
-        absl::StrCat("kerneld: cuda gemm config \"", GemmConfigToString(config), "\" ignored, ",
-                     "the default runs (", n, " so far): ", why.message());
-    std::fprintf(stderr, "%s\n", line.c_str());
-  }
-}
-
-// NN runs as NT on a transposed copy of b held in the stream's scratch (see gemm/gemm_fp8.h).
+// ---- GEMM: the sm_90a FP8 GEMM of gemm/ (see gemm/gemm_fp8.h for what it runs), or for TN
+// cuBLASLt (gemm/cublaslt_gemm.h). The config comes from GemmArgs::config (the daemon's tune
+// cache); which code runs and what happens to a config that cannot run is
+// LaunchGemmWithFallback's (gemm/gemm_launch.h): such a config never fails the request. NN runs as
+// NT on a transposed copy of b, and cuBLASLt takes its workspace, in the stream's scratch.
 absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
   int sms = 0;
   KD_GPU_RETURN_IF_ERROR(cuda::CurrentSmCount(&sms));
   void* scratch = nullptr;
-  if (const uint64_t bytes = GemmFp8ScratchBytes(g); bytes > 0) {
+  if (const uint64_t bytes = GemmScratchBytes(g, g.config, sms); bytes > 0) {
     KD_ASSIGN_OR_RETURN(scratch, s.Scratch(bytes));
   }
-  const cudaStream_t stream = s.stream();
-  const GemmConfig fallback =
-      DefaultGemmConfig(g.variant == GemmVariant::kNN ? NnAsNtArgs(g, nullptr, nullptr) : g, sms);
-  const GemmConfig* config = std::get_if<GemmConfig>(&g.config);
-  if (config == nullptr) return LaunchGemmFp8(g, fallback, stream, scratch);
-  if (const absl::Status built = CheckGemmConfig(*config); !built.ok()) {
-    CountGemmConfigFallback(*config, built);
-    return LaunchGemmFp8(g, fallback, stream, scratch);
-  }
-  const absl::Status launched = LaunchGemmFp8(g, *config, stream, scratch);
-  // Only a launch failure is the config's fault; a bad operand fails the default the same way.
-  if (launched.code() != absl::StatusCode::kInternal || *config == fallback) return launched;
-  CountGemmConfigFallback(*config, launched);
-  return LaunchGemmFp8(g, fallback, stream, scratch);
+  return LaunchGemmWithFallback(g, g.config, sms, s.stream(), scratch);
 }
 
 class CudaBackend : public Backend {
@@ -635,6 +610,9 @@ std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes) {
     cudaGetLastError();
     return nullptr;
   }
+#ifdef KD_HAVE_CUDA_GEMM
+  LoadGemmLibraries();
+#endif
   return std::make_unique<CudaBackend>(count, pool_cap_bytes);
 }
 

@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/cublaslt_gemm.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm_harness_kernels.h"
 
 namespace kd {
@@ -103,8 +107,12 @@ struct InputSet {
 class CudaGemmHarness : public TuneHarness {
  public:
   CudaGemmHarness(const Dims& dims, std::string default_config,
+                  std::function<absl::StatusOr<GemmKernelConfig>(absl::string_view)> resolve,
                   const CudaGemmHarnessOptions& options)
-      : dims_(dims), default_config_(std::move(default_config)), options_(options) {}
+      : dims_(dims),
+        default_config_(std::move(default_config)),
+        resolve_(std::move(resolve)),
+        options_(options) {}
 
   ~CudaGemmHarness() override {
     cudaSetDevice(options_.device);
@@ -114,6 +122,7 @@ class CudaGemmHarness : public TuneHarness {
     if (record_ != nullptr) cudaFree(record_);
     sets_.clear();
     output_.Free();
+    scratch_.Free();
     ends_.Free();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -239,7 +248,7 @@ class CudaGemmHarness : public TuneHarness {
  private:
   // Launches `config` on the current set into `d` between the timing events and waits.
   absl::Status Launch(absl::string_view config, void* d) {
-    KD_ASSIGN_OR_RETURN(const GemmConfig c, ParseGemmConfig(config));
+    KD_ASSIGN_OR_RETURN(const GemmKernelConfig c, resolve_(config));
     InputSet& s = sets_[current_];
     const int dev = options_.device;
     const int64_t kb = dims_.k / 128;
@@ -269,8 +278,20 @@ class CudaGemmHarness : public TuneHarness {
       args.group_ends = MakeTensor(ends_.get(), DType::kI32, {dims_.groups}, dev);
     }
     KD_RETURN_IF_ERROR(Validate(args).status());
+    // cuBLASLt's workspace and scale copies come from scratch held across runs (as the backend's
+    // stream holds it), allocated before the timed span; the kernel runs without, as it always
+    // has here.
+    void* scratch = nullptr;
+    if (std::holds_alternative<CublasLtGemmConfig>(c)) {
+      const uint64_t bytes = CublasLtGemmScratchBytes(args);
+      if (scratch_.bytes() < bytes) {
+        scratch_.Free();
+        KD_RETURN_IF_ERROR(scratch_.Allocate(bytes));
+      }
+      scratch = scratch_.get();
+    }
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(start_, stream_));
-    KD_RETURN_IF_ERROR(LaunchGemmFp8(args, c, stream_));
+    KD_RETURN_IF_ERROR(LaunchGemmConfig(args, c, stream_, scratch));
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(end_, stream_));
     KD_GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
@@ -291,16 +312,29 @@ class CudaGemmHarness : public TuneHarness {
 
   const Dims dims_;
   const std::string default_config_;
+  const std::function<absl::StatusOr<GemmKernelConfig>(absl::string_view)> resolve_;
   const CudaGemmHarnessOptions options_;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, end_ = nullptr;
   cuda::CompareRecord* record_ = nullptr;
   std::vector<InputSet> sets_;
-  DeviceBuffer output_, ends_;
+  DeviceBuffer output_, ends_, scratch_;
   size_t current_ = 0;
   std::optional<double> last_seconds_;
 };
+
+// A config of the sm_90 space: cuBLASLt's ("lt<algo>") or the sm_90a kernel's.
+absl::StatusOr<GemmKernelConfig> ResolveSm90GemmConfig(absl::string_view text) {
+  if (absl::StartsWith(text, "lt")) {
+    absl::StatusOr<CublasLtGemmConfig> config = ParseCublasLtGemmConfig(text);
+    if (!config.ok()) return config.status();
+    return GemmKernelConfig(*config);
+  }
+  absl::StatusOr<GemmConfig> config = ParseGemmConfig(text);
+  if (!config.ok()) return config.status();
+  return GemmKernelConfig(*config);
+}
 
 absl::Status Invalid(const TuneKey& key, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -343,8 +377,11 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
   dims.k = key.k;
   dims.groups = key.groups;
   if (options.reference_config.empty()) return Invalid(key, "reference_config is required");
-  KD_RETURN_IF_ERROR(ParseGemmConfig(options.reference_config).status());
-  auto harness = std::make_unique<CudaGemmHarness>(dims, options.reference_config, options);
+  KD_RETURN_IF_ERROR(ResolveSm90GemmConfig(options.reference_config).status());
+  // Outputs are checked against the reference the tuner passes (the space's default: the sm_90a
+  // kernel's heuristic config, or cuBLASLt's for a tn key that defaults to it).
+  auto harness = std::make_unique<CudaGemmHarness>(dims, options.reference_config,
+                                                   &ResolveSm90GemmConfig, options);
   KD_RETURN_IF_ERROR(harness->Init());
   return std::unique_ptr<TuneHarness>(std::move(harness));
 }

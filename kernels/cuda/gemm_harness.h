@@ -5,12 +5,13 @@
 // For one key it allocates, on the device, pseudo-random e4m3fn operands and fp32 scales of the
 // key's shape (grouped keys: groups of equal size, K-grouped ends on 128-blocks), as several input
 // sets that together exceed twice the L2 cache, and rotates to the next set before every timed
-// run, so a time never reads cache-hot inputs. Each Run launches one config on the harness's
-// stream between two CUDA events and waits; DeviceSeconds is the time between the events (the
-// kernel alone). CheckOutput compares the output, element by element, with the output of the
-// reference config (the space's heuristic default, as the tuner passes it) on the same input set
-// (|d - ref| <= 2^-6 |ref| + 2^-10 max|ref|, no NaN or Inf), so a candidate that computes anything
-// else can never win; the reference's own output must be finite and not all zero.
+// run, so a time never reads cache-hot inputs. Each Run launches one config of the key's space
+// (the sm_90a kernel's, or cuBLASLt's for tn) on the harness's stream between two CUDA events and
+// waits, with no fallback; DeviceSeconds is the time between the events (the launch alone).
+// CheckOutput compares the output, element by element, with the output of the reference config
+// (the space's default, as the tuner passes it) on the same input set (|d - ref| <= 2^-6 |ref| +
+// 2^-10 max|ref|, no NaN or Inf), so a candidate that computes anything else can never win; the
+// reference's own output must be finite and not all zero.
 #ifndef KERNELD_KERNELS_CUDA_GEMM_HARNESS_H_
 #define KERNELD_KERNELS_CUDA_GEMM_HARNESS_H_
 

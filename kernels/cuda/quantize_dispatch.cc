@@ -59,7 +59,10 @@ bool ChooseFamily(const QuantizeArgs& q, QuantizeParams& p) {
       p.tiled_mode = t ? TiledQuantizeMode::k128x1Transposed : TiledQuantizeMode::k128x1;
       return true;
     case QuantGranularity::k128x128:
-      if (t) {
+      if (q.output_t.present()) {
+        p.family = QuantizeFamily::kTiled;
+        p.tiled_mode = TiledQuantizeMode::k128x128Dual;
+      } else if (t) {
         p.family = QuantizeFamily::kTiled;
         p.tiled_mode = TiledQuantizeMode::k128x128Transposed;
       } else {

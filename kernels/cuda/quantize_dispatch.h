@@ -17,10 +17,10 @@ namespace cuda {
 
 // The params of `args` (passed kd::Validate; its tensors are device pointers) with the family and
 // form that run it: kBlockwise for 1x128 and 128x128 of Y = X; kTiled for 1x128, 128x1 and
-// 128x128 of Y = Xᵀ, 128x1 of Y = X and the dual pass; kRowCol for per_row, per_tensor, mx1x32
-// and the jagged granularities. UNIMPLEMENTED for a granularity no CUDA kernel runs (the message
-// names it). `error` and `scratch` are left null: see QuantizeNeedsErrorRecord and
-// QuantizeScratchBytes.
+// 128x128 of Y = Xᵀ, 128x1 of Y = X and the dual passes (1x128, 128x128); kRowCol for per_row,
+// per_tensor, mx1x32 and the jagged granularities. UNIMPLEMENTED for a granularity no CUDA kernel
+// runs (the message names it). `error` and `scratch` are left null: see QuantizeNeedsErrorRecord
+// and QuantizeScratchBytes.
 absl::StatusOr<QuantizeParams> MakeQuantizeParams(const QuantizeArgs& args);
 
 // Whether the op reads group ends on the device and reports a violation to params.error

@@ -6,8 +6,8 @@
 //
 // The families (the recipe of kernels/cpu/quantize.cc, bit-exact, in every one):
 //   kBlockwise  1x128 and 128x128 blocks of Y = X (quantize_blockwise.cuh)
-//   kTiled      1x128, 128x1 and 128x128 of Y = Xᵀ, 128x1 of Y = X, and the dual pass, one read
-//               of X per 128x128 tile (quantize_tiled.cu)
+//   kTiled      1x128, 128x1 and 128x128 of Y = Xᵀ, 128x1 of Y = X, and the dual passes (1x128,
+//               128x128), one read of X per 128x128 tile (quantize_tiled.cu)
 //   kRowCol     per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ, and the jagged
 //               granularities (quantize_rowcol.cu)
 #ifndef KERNELD_KERNELS_CUDA_QUANTIZE_PARAMS_H_
@@ -37,6 +37,9 @@ enum class QuantizeFamily : uint8_t { kBlockwise, kTiled, kRowCol };
 //   kDual               m and k multiples of 128: 1x128 of X into output (m, k) / scales (m, k/128)
 //                       and 1x128 of Xᵀ into output_t (k, m) / scales_t (k, m/128); K-block-major
 //                       scales are (k/128, m) and (m/128, k)
+//   k128x128Dual        m and k multiples of 128: 128x128 of X into output (m, k) / scales
+//                       (m/128, k/128) and of Xᵀ into output_t (k, m) / scales_t (k/128, m/128),
+//                       one amax per tile for both
 // Any m, k and row strides otherwise (16-byte loads and stores where alignment allows).
 enum class TiledQuantizeMode : uint8_t {
   k1x128Transposed,
@@ -44,6 +47,7 @@ enum class TiledQuantizeMode : uint8_t {
   k128x1Transposed,
   k128x128Transposed,
   kDual,
+  k128x128Dual,
 };
 
 // The row/column family's kinds: per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ (the
@@ -81,9 +85,9 @@ struct QuantizeParams {
   // jagged_colwise; of Y = Xᵀ: (k, 1) per_row, (1) per_tensor, (k, m/32) mx1x32.
   void* scales = nullptr;
   int64_t scales_stride = 0;
-  uint8_t* output_t = nullptr;  // kDual only
+  uint8_t* output_t = nullptr;  // kDual and k128x128Dual only
   int64_t output_t_stride = 0;
-  float* scales_t = nullptr;  // kDual only
+  float* scales_t = nullptr;  // kDual and k128x128Dual only
   int64_t scales_t_stride = 0;
   bool k_block_major_scales = false;  // 1x128 scales (blockwise, k1x128Transposed, kDual, jagged)
   bool pow2_scales = false;

@@ -8,6 +8,8 @@
 //   128x128 of Y = Xᵀ      amax over the tile, Y written transposed
 //   dual pass              1x128 along X's rows into output/scales and down its columns into
 //                          output_t/scales_t, from the same tile
+//   128x128 dual pass      amax over the tile, Y = X written as X and Y = Xᵀ written transposed,
+//                          one scale for both
 // A CTA takes one 128 (rows of X) x 128 (columns of X) tile; partial tiles at the bottom and the
 // right edge read zeros (|0| never raises an amax) and write nothing outside Y.
 //
@@ -68,9 +70,9 @@ struct TiledKernelArgs {
   int64_t output_stride = 0;
   float* scales = nullptr;
   int64_t scales_stride = 0;
-  uint8_t* output_t = nullptr;  // kDual only
+  uint8_t* output_t = nullptr;  // the dual passes only
   int64_t output_t_stride = 0;
-  float* scales_t = nullptr;  // kDual only
+  float* scales_t = nullptr;  // the dual passes only
   int64_t scales_t_stride = 0;
   bool k_block_major_scales = false;  // k1x128Transposed and kDual
   bool pow2_scales = false;
@@ -123,8 +125,12 @@ struct ModeTraits {
   static constexpr bool kColScale = kMode == TiledQuantizeMode::k1x128Transposed ||
                                     kMode == TiledQuantizeMode::k128x1 ||
                                     kMode == TiledQuantizeMode::kDual;
-  static constexpr bool kTileScale = kMode == TiledQuantizeMode::k128x128Transposed;
+  static constexpr bool kTileScale =
+      kMode == TiledQuantizeMode::k128x128Transposed || kMode == TiledQuantizeMode::k128x128Dual;
   static constexpr bool kTransposed = kMode != TiledQuantizeMode::k128x1;
+  // The dual passes write Y = X to output and Y = Xᵀ to output_t.
+  static constexpr bool kDualPass =
+      kMode == TiledQuantizeMode::kDual || kMode == TiledQuantizeMode::k128x128Dual;
 };
 
 // Dynamic shared memory of a CTA: the input tile (transposed outputs, and every mode of the async
@@ -443,11 +449,20 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
     for (int w = 0; w < kTileWarps; ++w) a = max(a, warp_max[w]);
     tile_scale = ComputeScale(a, F::kMax, p.eps, p.pow2_scales);
     finite = tile_scale.finite;
-    if (tid == 0) p.scales[(k0 / kBlock) * p.scales_stride + m0 / kBlock] = tile_scale.stored;
+    if (tid == 0) {
+      if constexpr (kMode == TiledQuantizeMode::k128x128Dual) {
+        // Scales (M/128, K/128) of X; scales_t (K/128, M/128) of Xᵀ: the same value.
+        p.scales[(m0 / kBlock) * p.scales_stride + k0 / kBlock] = tile_scale.stored;
+        p.scales_t[(k0 / kBlock) * p.scales_t_stride + m0 / kBlock] = tile_scale.stored;
+      } else {
+        p.scales[(k0 / kBlock) * p.scales_stride + m0 / kBlock] = tile_scale.stored;
+      }
+    }
   }
   const bool hw = __syncthreads_and(finite) != 0;
 
-  // 4. Y = X: 128x1 with column scales, the dual pass with row scales. A row's quant scale
+  // 4. Y = X: 128x1 with column scales, the dual pass with row scales, the 128x128 dual pass
+  // with the tile's scale. A row's quant scale
   // tells whether its block takes the hardware conversion: it is 0 exactly when the amax is Inf
   // (FP8_MAX over any finite amax is a normal float), NaN when the amax is NaN, Inf on overflow.
   if constexpr (kMode == TiledQuantizeMode::k128x1) {
@@ -458,6 +473,13 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
     for (int j = 0; j < kChunks; ++j)
       store_direct(
           j, [&col_q](int i) { return col_q[i]; }, hw);
+  }
+  if constexpr (kMode == TiledQuantizeMode::k128x128Dual) {
+    const float q = tile_scale.quant;
+#pragma unroll 4
+    for (int j = 0; j < kChunks; ++j)
+      store_direct(
+          j, [q](int) { return q; }, hw);
   }
   if constexpr (kMode == TiledQuantizeMode::kDual) {
     // NOTE: unrolled by 4, not 8: 64 registers hold 4 chunks in flight without a spill.
@@ -525,9 +547,8 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       store_codes(1);
     }
     __syncthreads();
-    uint8_t* out = kMode == TiledQuantizeMode::kDual ? p.output_t : p.output;
-    const int64_t out_stride =
-        kMode == TiledQuantizeMode::kDual ? p.output_t_stride : p.output_stride;
+    uint8_t* out = T::kDualPass ? p.output_t : p.output;
+    const int64_t out_stride = T::kDualPass ? p.output_t_stride : p.output_stride;
 #pragma unroll
     for (int i = 0; i < kBlock * kOutChunks / kTileThreads; ++i) {
       const int idx = i * kTileThreads + tid;
@@ -554,10 +575,10 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
 // Column tiles per group of the tile order. The CTAs resident at once read runs of group_k x 128
 // columns of X rows and write runs of (resident CTAs / group_k) x 128 bytes of Y rows: groups of
 // 4 give the transposed forms longer runs of Y rows from M = 16384 up (+0.01-0.02 of the copy on
-// an H100); the dual pass, which also writes Y = X by rows, runs ungrouped.
+// an H100); the dual passes, which also write Y = X by rows, run ungrouped.
 template <TiledQuantizeMode kMode>
 int TiledGroupK(int64_t m, int64_t k_tiles) {
-  constexpr bool kGrouped = kMode != TiledQuantizeMode::k128x1 && kMode != TiledQuantizeMode::kDual;
+  constexpr bool kGrouped = kMode != TiledQuantizeMode::k128x1 && !ModeTraits<kMode>::kDualPass;
   return kGrouped && m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
 }
 
@@ -569,9 +590,8 @@ cudaError_t LaunchTiledKernel(const TiledKernelArgs& p, cudaStream_t stream) {
   constexpr int kDirectBytes = static_cast<int>(16 / sizeof(S));  // one chunk's codes
   const bool vec_out = p.output != nullptr && addr(p.output) % kDirectBytes == 0 &&
                        p.output_stride % kDirectBytes == 0;
-  const uint8_t* out_t = kMode == TiledQuantizeMode::kDual ? p.output_t : p.output;
-  const int64_t out_t_stride =
-      kMode == TiledQuantizeMode::kDual ? p.output_t_stride : p.output_stride;
+  const uint8_t* out_t = ModeTraits<kMode>::kDualPass ? p.output_t : p.output;
+  const int64_t out_t_stride = ModeTraits<kMode>::kDualPass ? p.output_t_stride : p.output_stride;
   const bool vec_out_t = addr(out_t) % 16 == 0 && out_t_stride % 16 == 0;
   const int64_t tiles = (p.m + kBlock - 1) / kBlock * ((p.k + kBlock - 1) / kBlock);
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
@@ -614,6 +634,8 @@ cudaError_t LaunchTiledType(const TiledKernelArgs& p, cudaStream_t stream) {
       return LaunchTiledMode<kType, F, TiledQuantizeMode::k128x128Transposed>(p, stream);
     case TiledQuantizeMode::kDual:
       return LaunchTiledMode<kType, F, TiledQuantizeMode::kDual>(p, stream);
+    case TiledQuantizeMode::k128x128Dual:
+      return LaunchTiledMode<kType, F, TiledQuantizeMode::k128x128Dual>(p, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -148,9 +148,10 @@ absl::Status OpTraits<QuantizeArgs>::Validate(const QuantizeArgs& a) {
   }
   const bool dual = a.output_t.present() || a.scales_t.present();
   if (dual) {
-    if (g != QuantGranularity::k1x128) {
-      return Invalid("output_t/scales_t (the fused dual pass) are only defined for 1x128, not ",
-                     GranularityName(g));
+    if (g != QuantGranularity::k1x128 && g != QuantGranularity::k128x128) {
+      return Invalid(
+          "output_t/scales_t (the fused dual pass) are only defined for 1x128 and 128x128, not ",
+          GranularityName(g));
     }
     if (a.transpose_output) {
       return Invalid(
@@ -208,7 +209,14 @@ absl::Status OpTraits<QuantizeArgs>::Validate(const QuantizeArgs& a) {
     KD_RETURN_IF_ERROR(CheckMultiple(m, "input.shape[0]", kQuantBlock, "M, for output_t"));
     KD_RETURN_IF_ERROR(CheckTensor(a.output_t, "output_t", 2, {a.output.dtype}));
     KD_RETURN_IF_ERROR(CheckShape(a.output_t, "output_t", {k, m}));
-    KD_RETURN_IF_ERROR(Check1x128Scales(a.scales_t, "scales_t", k, m, a.scale_layout));
+    if (g == QuantGranularity::k128x128) {
+      // 128x128 of Xᵀ (K,M): one scale per tile, the transpose of `scales` (a tile and its
+      // transpose have the same amax).
+      KD_RETURN_IF_ERROR(CheckTensor(a.scales_t, "scales_t", 2, {DType::kF32}));
+      KD_RETURN_IF_ERROR(CheckShape(a.scales_t, "scales_t", {k / kQuantBlock, m / kQuantBlock}));
+    } else {
+      KD_RETURN_IF_ERROR(Check1x128Scales(a.scales_t, "scales_t", k, m, a.scale_layout));
+    }
   }
   return absl::OkStatus();
 }

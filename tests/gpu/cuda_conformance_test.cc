@@ -339,11 +339,12 @@ void FiniteOddBands(DType dtype, int64_t rows, int64_t stride, std::vector<uint8
 }
 
 // The tiled one-pass quantizer (quantize_tiled.cu): 1x128, 128x1 and 128x128 of Y = Xᵀ, 128x1
-// of Y = X and the dual pass, at ragged shapes (partial row and column tiles, chunks cut by K),
-// several tiles per grid, row strides past the row (aligned and not, for input, outputs and
-// scales: the 16-byte and the element paths), both scale layouts, fp32/pow2 scales, three input
-// and three output types, tiles with NaN/Inf blocks and tiles without. Outputs start from the same
-// poison on both backends, so padding bytes a kernel must not touch are checked too.
+// of Y = X and the dual passes (1x128, and 128x128: W and Wᵀ), at ragged shapes (partial row and
+// column tiles, chunks cut by K), several tiles per grid, row strides past the row (aligned and
+// not, for input, outputs and scales: the 16-byte and the element paths), both scale layouts,
+// fp32/pow2 scales, three input and three output types, tiles with NaN/Inf blocks and tiles
+// without. Outputs start from the same poison on both backends, so padding bytes a kernel must not
+// touch are checked too.
 TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
   KD_REQUIRE_CUDA(gpu);
   auto cpu = CreateCpuBackend(2);
@@ -355,7 +356,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
                              {7, 5, 1, 3, 0},      {640, 1280, 0, 16, 1}};
   const DType inputs[] = {DType::kBF16, DType::kF16, DType::kF32};
   const DType outputs[] = {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2};
-  enum Kind { k1x128T, k1x128TKbm, k128x1, k128x1T, k128x128T, kDual, kDualKbm, kKinds };
+  enum Kind { k1x128T, k1x128TKbm, k128x1, k128x1T, k128x128T, kDual, kDualKbm, kDual128, kKinds };
   int ran[kKinds] = {};
   for (const QuantCase& qc : cases) {
     const int64_t m = qc.m, k = qc.k;
@@ -367,7 +368,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
       for (DType out_type : outputs) {
         for (int kind = 0; kind < kKinds; ++kind) {
           for (bool pow2 : {false, true}) {
-            const bool dual = kind == kDual || kind == kDualKbm;
+            const bool dual = kind == kDual || kind == kDualKbm || kind == kDual128;
             const bool kbm = kind == k1x128TKbm || kind == kDualKbm;
             const bool t = !dual && kind != k128x1;
             const int64_t rows = t ? k : m, cols = t ? m : k;
@@ -383,6 +384,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
                 s_rows = (rows + 127) / 128, s_cols = cols;
                 break;
               case k128x128T:
+              case kDual128:
                 a.granularity = QuantGranularity::k128x128;
                 s_rows = (rows + 127) / 128;
                 break;
@@ -392,6 +394,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOnRaggedStridedShapes) {
             }
             if (kbm) std::swap(s_rows, s_cols);
             int64_t st_rows = k, st_cols = m / 128;  // the dual pass's scales_t
+            if (kind == kDual128) st_rows = k / 128;
             if (kbm) std::swap(st_rows, st_cols);
             const int64_t out_stride = cols + qc.out_pad, out_t_stride = m + qc.out_pad;
             const int64_t s_stride = s_cols + qc.scale_pad, st_stride = st_cols + qc.scale_pad;
@@ -518,7 +521,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOverManyTiles) {
   auto stream = gpu->CreateStream(0).value();
   std::mt19937_64 rng(2024);
   const QuantCase cases[] = {{4096, 3072, 0, 0, 0}, {3000, 2900, 8, 16, 1}};
-  enum Kind { k1x128T, k128x1, k128x1T, k128x128T, kDual, kKinds };
+  enum Kind { k1x128T, k128x1, k128x1T, k128x128T, kDual, kDual128, kKinds };
   int ran[kKinds] = {};
   for (const QuantCase& qc : cases) {
     const int64_t m = qc.m, k = qc.k, in_stride = k + qc.in_pad;
@@ -528,22 +531,23 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOverManyTiles) {
       DeviceBuffer d_input(*gpu, input);
       for (DType out_type : {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2}) {
         for (int kind = 0; kind < kKinds; ++kind) {
-          const bool dual = kind == kDual;
+          const bool dual = kind == kDual || kind == kDual128;
           const bool t = !dual && kind != k128x1;
           const int64_t rows = t ? k : m, cols = t ? m : k;
           QuantizeArgs a;
           a.transpose_output = t;
-          a.granularity = kind == k128x128T                   ? QuantGranularity::k128x128
-                          : kind == k128x1 || kind == k128x1T ? QuantGranularity::k128x1
-                                                              : QuantGranularity::k1x128;
+          a.granularity = kind == k128x128T || kind == kDual128 ? QuantGranularity::k128x128
+                          : kind == k128x1 || kind == k128x1T   ? QuantGranularity::k128x1
+                                                                : QuantGranularity::k1x128;
           int64_t s_rows = rows, s_cols = cols / 128;
           if (kind == k128x1 || kind == k128x1T) s_rows = (rows + 127) / 128, s_cols = cols;
-          if (kind == k128x128T) s_rows = (rows + 127) / 128;
+          if (kind == k128x128T || kind == kDual128) s_rows = (rows + 127) / 128;
+          const int64_t st_rows = kind == kDual128 ? k / 128 : k;  // the dual passes' scales_t
           const int64_t out_stride = cols + qc.out_pad, out_t_stride = m + qc.out_pad;
           const int64_t s_stride = s_cols + qc.scale_pad, st_stride = m / 128 + qc.scale_pad;
           const size_t out_bytes = rows * out_stride, out_t_bytes = k * out_t_stride;
           const size_t s_bytes = std::max<int64_t>(s_rows * s_stride, 1) * 4;
-          const size_t st_bytes = std::max<int64_t>(k * st_stride, 1) * 4;
+          const size_t st_bytes = std::max<int64_t>(st_rows * st_stride, 1) * 4;
           auto make = [&](void* in, void* o, void* sc, void* ot, void* stt, DeviceLoc loc) {
             QuantizeArgs b = a;
             b.input = MakeTensor(in, in_type, {m, k}, in_stride, loc);
@@ -551,7 +555,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOverManyTiles) {
             b.scales = MakeTensor(sc, DType::kF32, {s_rows, s_cols}, s_stride, loc);
             if (dual) {
               b.output_t = MakeTensor(ot, out_type, {k, m}, out_t_stride, loc);
-              b.scales_t = MakeTensor(stt, DType::kF32, {k, m / 128}, st_stride, loc);
+              b.scales_t = MakeTensor(stt, DType::kF32, {st_rows, m / 128}, st_stride, loc);
             }
             return Op(b);
           };
@@ -593,7 +597,7 @@ TEST(CudaConformance, TiledVariantsMatchCpuBitForBitOverManyTiles) {
       }
     }
   }
-  // The dual pass and 1x128 / 128x128 of Xᵀ need M (and K) multiples of 128: the aligned case.
+  // The dual passes and 1x128 / 128x128 of Xᵀ need M (and K) multiples of 128: the aligned case.
   for (int kind = 0; kind < kKinds; ++kind) {
     EXPECT_GE(ran[kind], kind == k128x1 || kind == k128x1T ? 12 : 6) << "kind " << kind;
   }

@@ -3,6 +3,7 @@
 // Label gpu: the device tests skip where no sm_90 device exists; the key checks run anywhere.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/registry.h"
+#include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm_harness.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/run_op.h"
@@ -132,6 +134,7 @@ TEST(CudaGemmBackendTest, RunsWithTheGivenConfigAndFallsBackOnABadOneMatchingThe
   unbuilt.raster_group = 0;
   configs.push_back(unbuilt);
   configs.push_back(CpuGemmConfig());
+  configs.push_back(CublasLtGemmConfig());  // cuBLASLt runs TN only: the kernel's default runs
   for (size_t i = 0; i < configs.size(); ++i) {
     SCOPED_TRACE(i);
     ASSERT_EQ(cudaMemset(d, 0xff, m * n * 2), cudaSuccess);  // NaN poison
@@ -242,6 +245,33 @@ TEST(CudaGemmHarnessTest, TunesGroupedKeys) {
     for (const CandidateResult& c : r->candidates)
       EXPECT_TRUE(c.status.ok()) << c.config << c.status;
   }
+}
+
+// TN's cuBLASLt candidates under the harness: each algorithm cuBLASLt ranks runs, with no
+// fallback, and its output passes the check against the sm_90a kernel's.
+TEST(CudaGemmHarnessTest, CublasLtCandidatesOfATnKeyMatchTheKernel) {
+  KD_REQUIRE_SM90(cuda);  // the backend loads cuBLASLt where it can
+  if (!CublasLtGemmLoaded()) GTEST_SKIP() << "cuBLASLt could not be loaded";
+  const TuneKey key = Sm90Key(cuda->Properties(0), GemmVariant::kTN, 1024, 2048, 1024);
+  const std::vector<std::string> candidates = *ConfigSpaceRegistry::Builtin().Candidates(key);
+  CudaGemmHarnessOptions options;
+  options.reference_config = Sm90KernelHeuristic(key);
+  auto harness = CreateCudaGemmHarness(key, options);
+  ASSERT_TRUE(harness.ok()) << harness.status();
+  int ran = 0;
+  for (int algo = 0; algo < kCublasLtGemmAlgos; ++algo) {
+    const std::string config = CublasLtGemmConfigToString({algo});
+    SCOPED_TRACE(config);
+    EXPECT_NE(std::find(candidates.begin(), candidates.end(), config), candidates.end());
+    const absl::Status run = (*harness)->Run(config);
+    if (algo > 0 && run.code() == absl::StatusCode::kInvalidArgument) continue;  // fewer ranked
+    ASSERT_TRUE(run.ok()) << run;
+    const absl::Status checked = (*harness)->CheckOutput();
+    EXPECT_TRUE(checked.ok()) << checked;
+    ASSERT_TRUE((*harness)->DeviceSeconds().has_value());
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
 }
 
 // Runs without a device: the key is refused before anything touches the GPU.

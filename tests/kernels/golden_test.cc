@@ -134,6 +134,63 @@ INSTANTIATE_TEST_SUITE_P(Torch, GoldenCaseTest, ::testing::ValuesIn(CaseIndices(
                            return n;
                          });
 
+// The manifest's case named `name`; a null Value when there is none.
+const Value& CaseNamed(const std::string& name) {
+  static const Value kNone;
+  for (const Value& c : Manifest()["cases"].array) {
+    if (c["name"].string == name) return c;
+  }
+  return kNone;
+}
+
+// The 128x128 dual pass (no golden case of its own: torch computes it as two ops) reproduces the
+// torch goldens of both its halves: on the input of golden case `of_x` its output/scales are that
+// case's (128x128 of X), and on the input of `of_xt` its output_t/scales_t are that one's (128x128
+// of Xᵀ, transpose_output); each run takes the case's format and scale recipe.
+void CheckDual128x128Against(const std::string& name, bool transposed_half) {
+  const Value& c = CaseNamed(name);
+  ASSERT_EQ(c.kind, Value::kObject) << "golden case " << name << " is missing";
+  ASSERT_EQ(c["granularity"].string, "128x128");
+  ASSERT_EQ(c["transpose"].boolean, transposed_half);
+  const Value& in_desc = Manifest()["inputs"][c["input"].string];
+  HostTensor input = Load(in_desc["file"].string, DTypeFromName(in_desc["dtype"].string),
+                          in_desc["shape"].AsInts());
+  const int64_t m = input.t.shape[0], k = input.t.shape[1];
+  const DType out = DTypeFromName(c["out_dtype"].string);
+  HostTensor output(out, {m, k}), scales(DType::kF32, {m / 128, k / 128});
+  HostTensor output_t(out, {k, m}), scales_t(DType::kF32, {k / 128, m / 128});
+  QuantizeArgs a = golden::RecipeOfCase(c);
+  a.transpose_output = false;
+  a.input = input.t;
+  a.output = output.t;
+  a.scales = scales.t;
+  a.output_t = output_t.t;
+  a.scales_t = scales_t.t;
+  absl::StatusOr<ValidatedOp> op = Validate(Op(a));
+  ASSERT_TRUE(op.ok()) << op.status();
+  std::unique_ptr<Backend> cpu = CreateCpuBackend(2);
+  std::unique_ptr<Stream> stream = cpu->CreateStream(0).value();
+  ASSERT_TRUE(cpu->Run(*op, *stream, {}).ok());
+  const std::pair<const char*, const HostTensor*> halves[] = {
+      {"output", transposed_half ? &output_t : &output},
+      {"scales", transposed_half ? &scales_t : &scales}};
+  for (const auto& [key, mine] : halves) {
+    const std::string expected = ReadFile(c["outputs"][key]["file"].string);
+    const size_t bytes = static_cast<size_t>(mine->numel()) * DTypeSize(mine->t.dtype);
+    ASSERT_EQ(expected.size(), bytes) << name << " " << key;
+    EXPECT_EQ(std::memcmp(mine->storage.data(), expected.data(), bytes), 0)
+        << name << " " << key << " differs from torch's";
+  }
+}
+
+TEST(GoldenDualTest, Dual128x128OfXMatchesTorch128x128OfX) {
+  CheckDual128x128Against("128x128_f16_e4m3fn_pow2", false);
+}
+
+TEST(GoldenDualTest, Dual128x128OfXtMatchesTorch128x128OfXTransposed) {
+  CheckDual128x128Against("128x128_t_f32_e4m3fnuz", true);
+}
+
 template <typename F>
 void CheckCastTable(const std::string& fmt) {
   const Value& table = Manifest()["cast_table"];

@@ -142,9 +142,10 @@ TEST_P(QuantizeCpuTest, MatchesReferenceBitExactly) {
   }
   if (c.dual) {
     output_t = HostTensor(c.out, {c.k, c.m});
-    scales_t = HostTensor(DType::kF32, c.layout == ScaleLayout::kKBlockMajor
-                                           ? std::vector<int64_t>{c.m / 128, c.k}
-                                           : std::vector<int64_t>{c.k, c.m / 128});
+    std::vector<int64_t> st_shape = {c.k, c.m / 128};
+    if (c.g == QuantGranularity::k128x128) st_shape = {c.k / 128, c.m / 128};
+    if (c.layout == ScaleLayout::kKBlockMajor) st_shape = {c.m / 128, c.k};
+    scales_t = HostTensor(DType::kF32, st_shape);
     args.output_t = output_t.t;
     args.scales_t = scales_t.t;
   }
@@ -250,6 +251,43 @@ std::vector<Case> Cases() {
        kFNUZ,
        true,
        kKbm,
+       MxRounding::kFloor,
+       {},
+       true},
+      // The 128x128 dual pass (W and Wᵀ from one read): several tiles both ways, each format.
+      {"dual_128x128_bf16_e4m3fn",
+       G::k128x128,
+       false,
+       256,
+       384,
+       kBF16,
+       kFN,
+       false,
+       ScaleLayout::kRowMajor,
+       MxRounding::kFloor,
+       {},
+       true},
+      {"dual_128x128_f32_e5m2_pow2",
+       G::k128x128,
+       false,
+       384,
+       256,
+       kF32,
+       kE5,
+       true,
+       ScaleLayout::kRowMajor,
+       MxRounding::kFloor,
+       {},
+       true},
+      {"dual_128x128_f16_e4m3fnuz",
+       G::k128x128,
+       false,
+       128,
+       128,
+       kF16,
+       kFNUZ,
+       false,
+       ScaleLayout::kRowMajor,
        MxRounding::kFloor,
        {},
        true},

@@ -198,11 +198,32 @@ TEST_F(QuantizeValidationTest, GroupEndsOutsideJaggedIsInvalid) {
   ExpectInvalid(a, "group_ends is only defined for jagged");
 }
 
-TEST_F(QuantizeValidationTest, DualPassOutside1x128IsInvalid) {
+TEST_F(QuantizeValidationTest, DualPassOutside1x128And128x128IsInvalid) {
+  QuantizeArgs a = Valid(QuantGranularity::k128x1);
+  a.output_t = Keep(DType::kE4M3FN, {kK, kM});
+  a.scales_t = Keep(DType::kF32, {kK / 128, kM});
+  ExpectInvalid(a, "only defined for 1x128 and 128x128, not 128x1");
+}
+
+// 128x128 of X and of Xᵀ: scales_t holds one scale per tile of Xᵀ, (K/128, M/128), row-major.
+TEST_F(QuantizeValidationTest, DualPass128x128TakesTileScalesOfTheTranspose) {
   QuantizeArgs a = Valid(QuantGranularity::k128x128);
   a.output_t = Keep(DType::kE4M3FN, {kK, kM});
-  a.scales_t = Keep(DType::kF32, {kK, kM / 128});
-  ExpectInvalid(a, "only defined for 1x128, not 128x128");
+  a.scales_t = Keep(DType::kF32, {kK / 128, kM / 128});
+  ExpectValid(a);
+  a.scales_t = Keep(DType::kF32, {kK, kM / 128});  // the 1x128 shape
+  ExpectInvalid(a, "scales_t.shape (384, 2) must be (3, 2)");
+  a.scales_t = Keep(DType::kBF16, {kK / 128, kM / 128});
+  ExpectInvalid(a, "scales_t.dtype=bf16 must be one of f32");
+  a.scales_t = Keep(DType::kF32, {kK / 128, kM / 128});
+  a.scale_layout = ScaleLayout::kKBlockMajor;
+  ExpectInvalid(a, "scale_layout=k_block_major is only defined for 1x128");
+  a.scale_layout = ScaleLayout::kRowMajor;
+  a.input = Keep(DType::kBF16, {200, kK});
+  a.output = Keep(DType::kE4M3FN, {200, kK});
+  a.scales = Keep(DType::kF32, {2, kK / 128});
+  a.output_t = Keep(DType::kE4M3FN, {kK, 200});
+  ExpectInvalid(a, "input.shape[0]=200 is not a multiple of block 128 (M, for output_t)");
 }
 
 TEST_F(QuantizeValidationTest, DualPassWithTransposeIsInvalid) {

@@ -3,6 +3,9 @@ against an fp32 reference by SQNR (torchao's measure) on random and adversarial 
 exact FP8 recipe against a numpy emulation, shapes, dtypes, conversion, and a short training
 run whose loss falls.
 
+Both dgrad forms (NN on W's codes; NT on Wᵀ's codes from the forward's 128x128 dual pass) are
+run through the same tests, and their dX compared with each other.
+
 SQNR thresholds (dB), the same for Y, dX and dW, bf16 or fp32 master weights: 27. Measured on
 this backend (M=384, K=512, N=256, three seeds): 28.6-28.8 on random, zero-block and
 wide-range inputs, 29.8-91 with outliers (a few values 300x, or dead input features of 1e3 whose
@@ -16,6 +19,7 @@ from torch import nn  # noqa: E402
 import kerneld  # noqa: E402
 from kerneld.torch import (Float8BlockwiseLinear, convert_to_float8_blockwise,  # noqa: E402
                            check_linear_shape)
+from kerneld.torch import linear as kd_linear  # noqa: E402
 from reference import dequantize, quantize  # noqa: E402
 
 SQNR_DB = 27.0
@@ -53,10 +57,10 @@ def make_inputs(kind: str, m: int, k: int, n: int, seed: int):
     return x, w, dy
 
 
-def run_both(x, w, dy, dtype, bias=False):
+def run_both(x, w, dy, dtype, bias=False, dgrad=None):
     """kerneld's forward/backward and the fp32 reference's, on the same bf16/fp32 values."""
     n, k = w.shape
-    layer = Float8BlockwiseLinear(k, n, bias=bias, dtype=dtype)
+    layer = Float8BlockwiseLinear(k, n, bias=bias, dtype=dtype, dgrad=dgrad)
     with torch.no_grad():
         layer.weight.copy_(w.to(dtype))
         if bias:
@@ -72,12 +76,13 @@ def run_both(x, w, dy, dtype, bias=False):
     return layer, xa, y, (xr, wr, br, yr)
 
 
+@pytest.mark.parametrize("dgrad", ["nn", "nt"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("kind", ["random", "zero_blocks", "outliers", "dead_feature_outliers",
                                   "wide_range"])
-def test_output_and_gradients_against_fp32(runtime, kind, dtype):
+def test_output_and_gradients_against_fp32(runtime, kind, dtype, dgrad):
     x, w, dy = make_inputs(kind, 384, 512, 256, seed=0)
-    layer, xa, y, (xr, wr, _, yr) = run_both(x, w, dy, dtype)
+    layer, xa, y, (xr, wr, _, yr) = run_both(x, w, dy, dtype, dgrad=dgrad)
     assert y.dtype == dtype and xa.grad.dtype == dtype and layer.weight.grad.dtype == dtype
     assert sqnr(yr, y) >= SQNR_DB, f"output {sqnr(yr, y):.2f} dB"
     assert sqnr(xr.grad, xa.grad) >= SQNR_DB, f"dX {sqnr(xr.grad, xa.grad):.2f} dB"
@@ -88,11 +93,12 @@ def test_output_and_gradients_against_fp32(runtime, kind, dtype):
         assert torch.all(y[::7] == 0) and torch.all(xa.grad[::35] == 0)
 
 
-def test_the_recipe_is_blockwise_fp8_exactly(runtime):
+@pytest.mark.parametrize("dgrad", ["nn", "nt"])
+def test_the_recipe_is_blockwise_fp8_exactly(runtime, dgrad):
     """Y, dX and dW equal the products of the dequantized 1x128 / 128x128 codes the recipe
     defines (numpy reference quantizer), up to fp32 accumulation."""
     x, w, dy = make_inputs("random", 256, 384, 256, seed=3)
-    layer, xa, y, _ = run_both(x, w, dy, torch.float32)
+    layer, xa, y, _ = run_both(x, w, dy, torch.float32, dgrad=dgrad)
     xn, wn, dyn = x.numpy(), w.numpy(), dy.numpy()
     xq = dequantize(*quantize(xn, 1, 128), 1, 128)
     wq = dequantize(*quantize(wn, 128, 128), 128, 128)
@@ -104,15 +110,16 @@ def test_the_recipe_is_blockwise_fp8_exactly(runtime):
     assert sqnr(torch.from_numpy(dytq @ xtq.T), layer.weight.grad) > 100
 
 
+@pytest.mark.parametrize("dgrad", ["nn", "nt"])
 @pytest.mark.parametrize("lead", [(2, 192), (3, 50), (1, 1, 70)])
-def test_leading_dimensions_and_token_counts_off_the_block(runtime, lead):
+def test_leading_dimensions_and_token_counts_off_the_block(runtime, lead, dgrad):
     """Any leading shape; a token count that is not a multiple of 128 is padded by the daemon."""
     k, n = 256, 128
     x = torch.randn(*lead, k)
     w = torch.randn(n, k) / 16
     dy = torch.randn(*lead, n)
     layer, xa, y, (xr, wr, _, yr) = run_both(x.reshape(-1, k), w, dy.reshape(-1, n),
-                                             torch.float32)
+                                             torch.float32, dgrad=dgrad)
     assert sqnr(yr, y) >= SQNR_DB and sqnr(xr.grad, xa.grad) >= SQNR_DB
     assert sqnr(wr.grad, layer.weight.grad) >= SQNR_DB
     x3 = x.clone().requires_grad_()
@@ -123,9 +130,10 @@ def test_leading_dimensions_and_token_counts_off_the_block(runtime, lead):
     assert x3.grad.shape == x.shape
 
 
-def test_bias_fp16_and_partial_gradients(runtime):
+@pytest.mark.parametrize("dgrad", ["nn", "nt"])
+def test_bias_fp16_and_partial_gradients(runtime, dgrad):
     x, w, dy = make_inputs("random", 256, 256, 128, seed=5)
-    layer, xa, y, (xr, wr, br, yr) = run_both(x, w, dy, torch.float32, bias=True)
+    layer, xa, y, (xr, wr, br, yr) = run_both(x, w, dy, torch.float32, bias=True, dgrad=dgrad)
     assert sqnr(yr, y) >= SQNR_DB
     assert torch.allclose(layer.bias.grad, br.grad, rtol=1e-5, atol=1e-4)
     # fp16 input: computed in fp32, returned in fp16.
@@ -145,6 +153,34 @@ def test_bias_fp16_and_partial_gradients(runtime):
     layer(x2).backward(dy)
     assert sqnr(xr.grad, x2.grad) >= SQNR_DB
     layer.weight.requires_grad_(True)
+
+
+@pytest.mark.parametrize("shape", [(384, 512, 256), (200, 256, 384)])
+def test_dgrad_nt_on_the_transposed_weight_gives_the_dgrad_nn_result(runtime, shape):
+    """dX through NT on Wᵀ's codes (128x128 dual pass) equals dX through NN on W's codes: the
+    same codes and scales, transposed; Y and dW do not depend on the option at all."""
+    m, k, n = shape
+    x, w, dy = make_inputs("outliers", m, k, n, seed=11)
+    results = {}
+    for dgrad in ("nn", "nt"):
+        layer, xa, y, _ = run_both(x, w, dy, torch.float32, dgrad=dgrad)
+        assert layer.dgrad == dgrad and f"dgrad={dgrad}" in repr(layer)
+        results[dgrad] = (y.detach(), xa.grad, layer.weight.grad)
+    (y_nn, dx_nn, dw_nn), (y_nt, dx_nt, dw_nt) = results["nn"], results["nt"]
+    assert torch.equal(y_nn, y_nt) and torch.equal(dw_nn, dw_nt)
+    assert sqnr(dx_nn, dx_nt) > 100, f"{sqnr(dx_nn, dx_nt):.1f} dB"
+
+
+def test_dgrad_option_defaults_and_refuses_unknown_forms(runtime, monkeypatch):
+    assert Float8BlockwiseLinear(128, 128).dgrad == kd_linear.DEFAULT_DGRAD
+    monkeypatch.setattr(kd_linear, "DEFAULT_DGRAD", "nt")
+    assert Float8BlockwiseLinear(128, 128).dgrad == "nt"
+    model = convert_to_float8_blockwise(nn.Sequential(nn.Linear(128, 256)), dgrad="nn")
+    assert model[0].dgrad == "nn"
+    with pytest.raises(ValueError, match='dgrad="tn" must be one of nn, nt'):
+        Float8BlockwiseLinear(128, 128, dgrad="tn")
+    with pytest.raises(ValueError, match="dgrad"):
+        convert_to_float8_blockwise(nn.Sequential(nn.Linear(128, 256)), dgrad="NT")
 
 
 def test_conversion_swaps_linears_and_refuses_shapes_the_kernels_cannot_take(runtime):
@@ -175,12 +211,12 @@ def test_a_converted_model_trains_and_its_loss_falls(runtime):
     with torch.no_grad():
         target = teacher(data)
 
-    def train(convert: bool):
+    def train(convert: bool, dgrad=None):
         torch.manual_seed(1)
         model = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256), nn.GELU(),
                               nn.Linear(256, 128))
         if convert:
-            convert_to_float8_blockwise(model)
+            convert_to_float8_blockwise(model, dgrad=dgrad)
         opt = torch.optim.Adam(model.parameters(), lr=2e-3)
         losses = []
         for step in range(25):
@@ -192,7 +228,9 @@ def test_a_converted_model_trains_and_its_loss_falls(runtime):
             losses.append(loss.item())
         return losses
 
-    fp8, fp32 = train(True), train(False)
-    assert fp8[-1] < 0.5 * fp8[0], fp8
-    # The FP8 curve follows the fp32 one: final losses within 15% of each other.
-    assert abs(fp8[-1] - fp32[-1]) <= 0.15 * fp32[-1], (fp8[-1], fp32[-1])
+    fp32 = train(False)
+    for dgrad in ("nn", "nt"):
+        fp8 = train(True, dgrad)
+        assert fp8[-1] < 0.5 * fp8[0], (dgrad, fp8)
+        # The FP8 curve follows the fp32 one: final losses within 15% of each other.
+        assert abs(fp8[-1] - fp32[-1]) <= 0.15 * fp32[-1], (dgrad, fp8[-1], fp32[-1])

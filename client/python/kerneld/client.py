@@ -431,7 +431,7 @@ class Client:
                  eps: float = 0.0, mx_rounding: Any = 0, group_ends: Any = None,
                  completion: Optional[Completion] = None):
         """Quantizes `input` (R,C) and returns (output, scales), plus (output_t, scales_t) with
-        dual=True (the fused 1x128 pass of X and Xᵀ). Outputs not given are allocated in shm
+        dual=True (the fused pass of X and Xᵀ: 1x128 or 128x128). Outputs not given are allocated in shm
         with the shapes kerneld.proto gives for the granularity (host backends only)."""
         g = dt.granularity(granularity)
         kd_out = dt.dtype(out_dtype)
@@ -447,8 +447,12 @@ class Client:
             if output_t is None:
                 output_t = self.empty((cols, rows), kd_out)
             if scales_t is None:
-                shape = (rows // 128, cols) if layout == dt.ScaleLayout.K_BLOCK_MAJOR else \
-                    (cols, rows // 128)
+                if g == dt.granularity("128x128"):
+                    shape = (cols // 128, rows // 128)
+                elif layout == dt.ScaleLayout.K_BLOCK_MAJOR:
+                    shape = (rows // 128, cols)
+                else:
+                    shape = (cols, rows // 128)
                 scales_t = self.empty(shape, DType.F32)
         op = Quantize(_typed(input), _typed(output, kd_out), scales, g, transpose_output,
                       scale_format, scale_layout, eps, mx_rounding,

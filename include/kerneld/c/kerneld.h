@@ -190,7 +190,7 @@ typedef struct kd_quantize_op {
   int32_t scale_layout;     /* kd_scale_layout */
   float eps;                /* 0: the default 1e-12 */
   int32_t mx_rounding;      /* kd_mx_rounding */
-  kd_tensor output_t;       /* fused dual pass (QUANT_1X128): Xᵀ, or absent */
+  kd_tensor output_t;       /* fused dual pass (QUANT_1X128, QUANT_128X128): Xᵀ, or absent */
   kd_tensor scales_t;
   kd_tensor group_ends; /* QUANT_JAGGED_*: (G) i32/i64 */
 } kd_quantize_op;

@@ -104,12 +104,17 @@ absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
 // holds every tile, stage and cluster combination CheckGemmConfig accepts (BuiltGemmTiles), each
 // with raster groups kSm90RasterGroups and num_ctas 0; clusters of 2 for all but k_grouped_tn
 // (which runs unclustered). Variants nt, tn, m_grouped_nt, k_grouped_tn (nn has no space: it
-// runs its default). Its heuristic is HeuristicGemmConfig (kernels/cuda/gemm/gemm_fp8_heuristic.h)
-// with Sm90SmCount(key.device) SMs, the same default the CUDA backend runs when a GEMM comes
-// without a config.
+// runs its default). tn also holds cuBLASLt's algorithms "lt0".."lt3" (CublasLtGemmConfig,
+// ParseCublasLtGemmConfig), which apply only where the process has loaded cuBLASLt and the
+// family takes the shape (CublasLtGemmLoaded, CublasLtGemmTakesShape). Its heuristic is
+// HeuristicGemmConfig (kernels/cuda/gemm/gemm_fp8_heuristic.h) with Sm90SmCount(key.device) SMs
+// (Sm90KernelHeuristic), or "lt0" for tn where TnDefaultsToCublasLt: the same default the CUDA
+// backend runs when a GEMM comes without a config.
 constexpr int kSm90RasterGroups[] = {8, 4, 16};
 // SMs of an sm_90 device by its name: 114 for an H100 PCIe, else 132 (H100 SXM, H800, H200).
 int Sm90SmCount(absl::string_view device_name);
+// The sm_90a kernel's own heuristic config for an sm_90 gemm key (never cuBLASLt's).
+std::string Sm90KernelHeuristic(const TuneKey& key);
 
 // HIP GEMM (gfx90a, gfx94x):
 //   bm, bn  tile of D per workgroup: 64, 128 or 256 (bm*bn <= 256*128)

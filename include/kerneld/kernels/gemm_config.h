@@ -36,9 +36,10 @@ struct HipGemmConfig {
   bool operator!=(const HipGemmConfig& o) const { return !(*this == o); }
 };
 
-// std::monostate: the backend's heuristic default. GemmConfig: the sm_90a FP8 GEMM
-// (gemm_fp8_config.h).
-using GemmKernelConfig = std::variant<std::monostate, CpuGemmConfig, GemmConfig, HipGemmConfig>;
+// std::monostate: the backend's heuristic default. GemmConfig: the sm_90a FP8 GEMM;
+// CublasLtGemmConfig: the same problem through cuBLASLt (both gemm_fp8_config.h).
+using GemmKernelConfig =
+    std::variant<std::monostate, CpuGemmConfig, GemmConfig, HipGemmConfig, CublasLtGemmConfig>;
 
 }  // namespace kd
 

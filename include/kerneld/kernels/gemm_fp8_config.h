@@ -57,6 +57,24 @@ absl::Status CheckGemmConfig(const GemmConfig& config);
 // built from it.
 std::vector<GemmConfig> BuiltGemmTiles(int raster_group);
 
+// The same GEMM run by cuBLASLt's block-scaled FP8 matmul instead of kerneld's kernel (NVIDIA
+// only; the library is loaded at run time: kernels/cuda/gemm/cublaslt_gemm.h says what it runs).
+// `algo` ranks the algorithms cuBLASLt's own heuristic returns for the problem, 0 its first
+// choice. String form "lt<algo>".
+constexpr int kCublasLtGemmAlgos = 4;  // algo: 0..kCublasLtGemmAlgos-1
+struct CublasLtGemmConfig {
+  int algo = 0;
+
+  bool operator==(const CublasLtGemmConfig& o) const { return algo == o.algo; }
+  bool operator!=(const CublasLtGemmConfig& o) const { return !(*this == o); }
+};
+
+// "lt0": stable, what the autotune cache stores.
+std::string CublasLtGemmConfigToString(const CublasLtGemmConfig& config);
+// The inverse of CublasLtGemmConfigToString, canonical form only; INVALID_ARGUMENT otherwise
+// (the message names the field).
+absl::StatusOr<CublasLtGemmConfig> ParseCublasLtGemmConfig(absl::string_view text);
+
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GEMM_FP8_CONFIG_H_

@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
+#include "kernels/cuda/gemm/scratch_buffer.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 #include "kernels/cuda/gemm/transpose_scales.h"
 
@@ -27,6 +28,7 @@ namespace {
 
 using cuda_gemm::KernelMode;
 using cuda_gemm::KernelParams;
+using cuda_gemm::ScratchBuffer;
 
 template <typename... Parts>
 absl::Status Invalid(Parts&&... parts) {
@@ -164,35 +166,6 @@ absl::Status CheckTmaOperand(const Tensor& t, absl::string_view field) {
   }
   return absl::OkStatus();
 }
-
-// Device scratch a launch allocates itself when its caller gave none: cudaMallocAsync on the
-// launch's stream, freed on it when the launch's work has been enqueued (stream order keeps it
-// alive for that work).
-class ScratchBuffer {
- public:
-  explicit ScratchBuffer(cudaStream_t stream) : stream_(stream) {}
-  ScratchBuffer(const ScratchBuffer&) = delete;
-  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-  ~ScratchBuffer() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-  }
-  // RESOURCE_EXHAUSTED when the memory cannot be had, INTERNAL for another CUDA error.
-  absl::Status Allocate(uint64_t bytes, absl::string_view what) {
-    const cudaError_t err = cudaMallocAsync(&ptr_, bytes, stream_);
-    if (err == cudaSuccess) return absl::OkStatus();
-    ptr_ = nullptr;
-    cudaGetLastError();
-    const std::string message =
-        absl::StrCat("gemm: scratch for ", what, " (", bytes, " bytes): ", cudaGetErrorString(err));
-    if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
-    return absl::InternalError(message);
-  }
-  void* get() const { return ptr_; }
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
 
 absl::Status CheckInt32(int64_t v, absl::string_view what) {
   if (v > INT32_MAX) return Invalid(what, "=", v, " exceeds the kernel's 32-bit index range");

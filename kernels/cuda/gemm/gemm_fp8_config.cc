@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace kd {
 namespace {
@@ -97,6 +98,26 @@ absl::StatusOr<GemmConfig> ParseGemmConfig(absl::string_view text) {
   if (GemmConfigToString(c) != text) {
     return Invalid("config \"", text, "\" is not in canonical form \"", GemmConfigToString(c),
                    "\"");
+  }
+  return c;
+}
+
+std::string CublasLtGemmConfigToString(const CublasLtGemmConfig& c) {
+  return absl::StrCat("lt", c.algo);
+}
+
+absl::StatusOr<CublasLtGemmConfig> ParseCublasLtGemmConfig(absl::string_view text) {
+  absl::string_view digits = text;
+  CublasLtGemmConfig c;
+  if (!absl::ConsumePrefix(&digits, "lt") || !absl::SimpleAtoi(digits, &c.algo)) {
+    return Invalid("config \"", text, "\" must be lt<integer>");
+  }
+  if (c.algo < 0 || c.algo >= kCublasLtGemmAlgos) {
+    return Invalid("config.algo=", c.algo, " must be in 0..", kCublasLtGemmAlgos - 1);
+  }
+  if (CublasLtGemmConfigToString(c) != text) {
+    return Invalid("config \"", text, "\" is not in canonical form \"",
+                   CublasLtGemmConfigToString(c), "\"");
   }
   return c;
 }

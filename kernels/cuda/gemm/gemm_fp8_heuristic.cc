@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace kd {
 namespace {
@@ -82,6 +83,24 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
   // Clusters of 2 with 128x128 tiles stay off by default (no faster on an H100); the autotuner may
   // still pick them.
   return c;
+}
+
+namespace {
+std::atomic<bool> cublaslt_loaded{false};
+}  // namespace
+
+bool CublasLtGemmLoaded() { return cublaslt_loaded.load(std::memory_order_acquire); }
+
+void SetCublasLtGemmLoaded(bool loaded) {
+  cublaslt_loaded.store(loaded, std::memory_order_release);
+}
+
+bool CublasLtGemmTakesShape(int64_t rows, int64_t cols) {
+  return rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0;
+}
+
+bool TnDefaultsToCublasLt(int64_t rows, int64_t cols) {
+  return kTnDefaultsToCublasLt && CublasLtGemmLoaded() && CublasLtGemmTakesShape(rows, cols);
 }
 
 }  // namespace kd

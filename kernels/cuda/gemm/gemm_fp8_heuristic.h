@@ -24,6 +24,28 @@ namespace kd {
 GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t groups, int sm_count,
                                bool nt, int64_t m_groups);
 
+// ---- The cuBLASLt family (CublasLtGemmConfig; kernels/cuda/gemm/cublaslt_gemm.h runs it).
+
+// Whether TN runs through cuBLASLt by default (CublasLtGemmConfig{0}) where the family takes the
+// problem, instead of HeuristicGemmConfig. Set from a measurement of both on the same shapes
+// (docs/decisions/0014-tn-through-cublaslt.md); the autotuner picks per shape either way.
+constexpr bool kTnDefaultsToCublasLt = false;
+
+// Whether this process has loaded cuBLASLt with block-scaled FP8 (12.9 or later): set by the
+// loader (kernels/cuda/gemm/cublaslt.h) once it has, read by the sm_90 autotune space, which
+// holds the family's configs only then. False in builds without the CUDA GEMM. Thread-safe.
+bool CublasLtGemmLoaded();
+void SetCublasLtGemmLoaded(bool loaded);
+
+// Whether the family takes a TN problem of `rows` rows of A and `cols` output columns: both
+// multiples of 16 (cuBLASLt reads each K block's scales of all rows as one vector, 16-byte
+// aligned; the operands' strides and addresses are checked when it runs).
+bool CublasLtGemmTakesShape(int64_t rows, int64_t cols);
+
+// The default for TN: CublasLtGemmConfig{0} where kTnDefaultsToCublasLt, the library is loaded
+// and the family takes the shape; else HeuristicGemmConfig.
+bool TnDefaultsToCublasLt(int64_t rows, int64_t cols);
+
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_CUDA_GEMM_GEMM_FP8_HEURISTIC_H_

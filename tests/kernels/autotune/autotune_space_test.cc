@@ -1,6 +1,10 @@
 #include "kerneld/kernels/autotune_space.h"
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <variant>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kerneld/kernels/cpu_backend.h"
@@ -166,9 +170,69 @@ TEST(ConfigSpaceTest, Sm90SpaceHoldsExactlyTheTilesTheKernelBuilds) {
         }
       }
     }
+    // tn also holds cuBLASLt's first kCublasLtGemmAlgos algorithms.
+    const bool cublaslt = std::string(variant) == "tn";
+    for (int algo = 0; algo < 8; ++algo) {
+      const std::string lt = CublasLtGemmConfigToString({algo});
+      const bool held = cublaslt && algo < kCublasLtGemmAlgos;
+      expected += held ? 1 : 0;
+      EXPECT_EQ(configs.count(lt), held ? 1u : 0u) << lt;
+    }
     EXPECT_EQ(configs.size(), expected);
   }
   EXPECT_EQ(r.Find("gemm", "nn", "sm_90"), nullptr);  // the kernel does not run nn
+}
+
+TEST(ConfigSpaceTest, CublasLtConfigsResolveForTnAndRoundTrip) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  const int32_t v = r.Find("gemm", "tn", "sm_90")->kernel_version;
+  absl::StatusOr<GemmKernelConfig> c = r.Resolve(Key("sm_90", "tn", 4096, 4096, 8192, v), "lt2");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(std::holds_alternative<CublasLtGemmConfig>(*c));
+  EXPECT_EQ(std::get<CublasLtGemmConfig>(*c).algo, 2);
+  // Only tn runs through cuBLASLt.
+  EXPECT_EQ(r.Resolve(Key("sm_90", "nt", 4096, 4096, 8192, v), "lt0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Resolve(Key("sm_90", "k_grouped_tn", 4096, 4096, 8192, v), "lt0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (int algo = 0; algo < kCublasLtGemmAlgos; ++algo) {
+    const std::string text = CublasLtGemmConfigToString({algo});
+    absl::StatusOr<CublasLtGemmConfig> parsed = ParseCublasLtGemmConfig(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->algo, algo);
+  }
+  for (const char* bad : {"lt4", "lt-1", "lt01", "lt", "lt0.bm128", "LT0", "bm128"}) {
+    EXPECT_EQ(ParseCublasLtGemmConfig(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_NE(std::string(ParseCublasLtGemmConfig("lt4").status().message()).find("config.algo=4"),
+            std::string::npos);
+}
+
+// cuBLASLt's configs are candidates only where the process has loaded the library (the CUDA
+// backend does at start) and the family takes the shape (M and N multiples of 16); the default
+// stays the kernel's unless kTnDefaultsToCublasLt.
+TEST(ConfigSpaceTest, CublasLtCandidatesNeedTheLibraryAndAShapeItTakes) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  const int32_t v = r.Find("gemm", "tn", "sm_90")->kernel_version;
+  const TuneKey key = Key("sm_90", "tn", 4096, 14336, 8192, v);
+  const TuneKey odd = Key("sm_90", "tn", 4100, 14336, 8192, v);
+  auto lt_count = [&](const TuneKey& k) {
+    absl::StatusOr<std::vector<std::string>> c = r.Candidates(k);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::count_if(c->begin(), c->end(),
+                         [](const std::string& s) { return s.rfind("lt", 0) == 0; });
+  };
+  const bool was = CublasLtGemmLoaded();
+  SetCublasLtGemmLoaded(false);
+  EXPECT_EQ(lt_count(key), 0);
+  EXPECT_EQ(*r.Default(key), Sm90KernelHeuristic(key));
+  SetCublasLtGemmLoaded(true);
+  EXPECT_EQ(lt_count(key), kCublasLtGemmAlgos);
+  EXPECT_EQ(lt_count(odd), 0);
+  EXPECT_EQ(*r.Default(key), kTnDefaultsToCublasLt ? "lt0" : Sm90KernelHeuristic(key));
+  EXPECT_EQ(*r.Default(odd), Sm90KernelHeuristic(odd));
+  SetCublasLtGemmLoaded(was);
 }
 
 TEST(ConfigSpaceTest, Sm90DefaultIsTheKernelsHeuristic) {

@@ -30,12 +30,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/registry.h"
+#include "kernels/cuda/gemm/cublaslt.h"
+#include "kernels/cuda/gemm/cublaslt_gemm.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
+#include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 #include "tests/support/run_op.h"
@@ -121,6 +126,22 @@ GpuRun WithScratch(const GemmConfig& config) {
   };
 }
 
+// The elements of D (rank 2, any row stride; rank 3 contiguous) as double, row by row.
+std::vector<double> ReadD(const HostTensor& d) {
+  if (d.t.rank != 2 || d.t.strides[0] == d.t.shape[1]) return ReadAll(d);
+  std::vector<double> out;
+  out.reserve(d.t.numel());
+  for (int64_t i = 0; i < d.t.shape[0]; ++i) {
+    for (int64_t j = 0; j < d.t.shape[1]; ++j) {
+      out.push_back(ReadOutput(d.t, i * d.t.strides[0] + j));
+    }
+  }
+  return out;
+}
+
+// Bytes of a host tensor's storage: every row, padding included.
+size_t StorageBytes(const HostTensor& h) { return h.storage.size() * sizeof(h.storage[0]); }
+
 // Runs `op` on the GPU with `config` and on the CPU, and checks the budget.
 void CheckAgainstCpu(HostOp& op, const GemmConfig& config);
 void CheckAgainstCpu(HostOp& op, const GpuRun& run) {
@@ -138,14 +159,18 @@ void CheckAgainstCpu(HostOp& op, const GpuRun& run) {
   mass[4].t.dtype = DType::kF32;
   mass[4].storage.assign((mass[4].t.numel() * 4 + 7) / 8, 0);
   mass[4].t.data = mass[4].storage.data();
+  for (int64_t i = mass[4].t.rank - 1, stride = 1; i >= 0; --i) {
+    mass[4].t.strides[i] = stride;  // contiguous, whatever d's strides
+    stride *= mass[4].t.shape[i];
+  }
   mass_args.d = mass[4].t;
   ASSERT_TRUE(RunOnCpu(mass_args).ok());
-  const std::vector<double> prior = accumulate ? ReadAll(t[4]) : std::vector<double>();
+  const std::vector<double> prior = accumulate ? ReadD(t[4]) : std::vector<double>();
 
   std::vector<std::unique_ptr<DeviceTensor>> dev;
   for (const HostTensor& h : t) dev.push_back(std::make_unique<DeviceTensor>(h));
   if (!accumulate) {
-    ASSERT_EQ(cudaMemset(dev[4]->t.data, 0xFF, t[4].t.numel() * DTypeSize(t[4].t.dtype)),
+    ASSERT_EQ(cudaMemset(dev[4]->t.data, 0xFF, StorageBytes(t[4])),
               cudaSuccess);  // NaN everywhere: an unwritten element fails
   }
   GemmArgs gpu_args = op.args;
@@ -159,9 +184,10 @@ void CheckAgainstCpu(HostOp& op, const GpuRun& run) {
   const absl::Status ran = run(gpu_args);
   ASSERT_TRUE(ran.ok()) << ran;
   HostTensor out = t[4];
-  dev[4]->CopyTo(out);
+  ASSERT_EQ(cudaMemcpy(out.t.data, dev[4]->t.data, StorageBytes(out), cudaMemcpyDeviceToHost),
+            cudaSuccess);
 
-  const std::vector<double> got = ReadAll(out), want = ReadAll(cpu[4]), s = ReadAll(mass[4]);
+  const std::vector<double> got = ReadD(out), want = ReadD(cpu[4]), s = ReadAll(mass[4]);
   double err2 = 0, ref2 = 0;
   int bad = 0;
   std::string first;
@@ -1403,6 +1429,224 @@ INSTANTIATE_TEST_SUITE_P(
                    true,
                    false}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// ---- TN through cuBLASLt (cublaslt_gemm.h) ----------------------------------------------------
+// The family against the CPU backend within the same budget, every GPU mix (bf16 and f32 output,
+// accumulation), strided operands and output, 1x128 scales row-major, K-block-major as cuBLASLt
+// reads them, and K-block-major with padded blocks; with the caller's scratch and without. Skipped
+// where libcublasLt cannot be loaded. cuBLASLt must offer bf16 output; where it has no algorithm
+// for an f32 D the test says so and checks that the backend's launch falls back to the kernel.
+
+bool HaveCublasLt() { return cuda_gemm::LoadCublasLt().ok(); }
+
+// `t` (rows, cols) contiguous, re-laid with rows `stride` elements apart; the padding holds 0xCD
+// bytes, which a kernel that read them would add in.
+HostTensor WithRowStride(const HostTensor& t, int64_t stride) {
+  const int64_t rows = t.t.shape[0], cols = t.t.shape[1];
+  const size_t esize = DTypeSize(t.t.dtype);
+  HostTensor out = MakeHost(t.t.dtype, {rows, stride});
+  std::memset(out.t.data, 0xCD, rows * stride * esize);
+  const uint8_t* src = static_cast<const uint8_t*>(t.t.data);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(out.bytes() + i * stride * esize, src + i * cols * esize, cols * esize);
+  }
+  out.t.shape[1] = cols;
+  out.t.strides[0] = stride;
+  return out;
+}
+
+enum class LtScales { kRowMajor, kKBlockMajor, kKBlockMajorPadded };
+
+struct LtCase {
+  const char* name;
+  int64_t m, n, k;
+  int64_t a_pad = 0, b_pad = 0, d_pad = 0;  // elements past each row (a, b: 16-byte multiples)
+  LtScales scales = LtScales::kRowMajor;
+  bool scratch = true;  // the backend's way (scratch given) or the launch's own
+};
+void PrintTo(const LtCase& c, std::ostream* os) { *os << c.name; }
+
+// Applies the case's strides and scale layouts to a dense TN op and rebinds it.
+void Relayout(HostOp& op, const LtCase& c) {
+  std::vector<HostTensor>& t = op.tensors;
+  if (c.a_pad > 0) t[0] = WithRowStride(t[0], c.k + c.a_pad);
+  if (c.b_pad > 0) t[2] = WithRowStride(t[2], c.k + c.b_pad);
+  if (c.d_pad > 0) t[4] = WithRowStride(t[4], c.n + c.d_pad);
+  if (c.scales != LtScales::kRowMajor) {
+    const int64_t pad = c.scales == LtScales::kKBlockMajorPadded ? 4 : 0;
+    t[1] = KBlockMajorCopy(t[1], c.m + pad);
+    t[3] = KBlockMajorCopy(t[3], c.n + pad);
+  }
+  op.args = Bind(op.args, t);
+}
+
+// Runs the family with `algo` (scratch per the case), strictly. Where cuBLASLt has no algorithm
+// for an f32 D (UNIMPLEMENTED), runs the backend's launch with the cuBLASLt config instead, which
+// must fall back to the kernel, and reports it once in `f32_refused`.
+GpuRun WithCublasLt(int algo, bool with_scratch, bool* f32_refused) {
+  return [=](const GemmArgs& args) {
+    void* scratch = nullptr;
+    const uint64_t bytes = std::max(CublasLtGemmScratchBytes(args), GemmFp8ScratchBytes(args));
+    if (with_scratch) {
+      if (cudaMalloc(&scratch, bytes) != cudaSuccess) return absl::InternalError("cudaMalloc");
+      cudaMemset(scratch, 0xAB, bytes);
+    }
+    absl::Status status = LaunchCublasLtGemm(args, CublasLtGemmConfig{algo}, nullptr, scratch);
+    if (status.code() == absl::StatusCode::kUnimplemented && args.d.dtype == DType::kF32 &&
+        absl::StrContains(status.message(), "has no block-scaled FP8 algorithm")) {
+      if (!*f32_refused) std::printf("cublaslt: %s\n", std::string(status.message()).c_str());
+      *f32_refused = true;
+      const uint64_t before = GemmConfigFallbacks();
+      int sms = 0;
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+      status = LaunchGemmWithFallback(args, CublasLtGemmConfig{algo}, sms, nullptr, scratch);
+      if (status.ok() && GemmConfigFallbacks() != before) {
+        status = absl::InternalError("a cuBLASLt config the family declined counted a fallback");
+      }
+    }
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (scratch != nullptr) cudaFree(scratch);
+    if (status.ok() && err != cudaSuccess) status = absl::InternalError(cudaGetErrorString(err));
+    return status;
+  };
+}
+
+class GemmCudaCublasLtTest : public ::testing::TestWithParam<LtCase> {};
+
+TEST_P(GemmCudaCublasLtTest, MatchesCpuBackendWithinBudget) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  if (!HaveCublasLt()) GTEST_SKIP() << cuda_gemm::LoadCublasLt().status();
+  const LtCase& c = GetParam();
+  bool f32_refused = false;
+  for (const Mix& mix : GpuMixes()) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = MakeDense(GemmVariant::kTN, c.m, c.n, c.k, mix, rng);
+    Relayout(op, c);
+    const bool bf16 = mix.out == DType::kBF16;
+    bool refused = false;
+    CheckAgainstCpu(op, WithCublasLt(0, c.scratch, &refused));
+    EXPECT_FALSE(bf16 && refused) << "cuBLASLt must take a bf16 D";
+    f32_refused |= refused;
+  }
+  if (f32_refused) RecordProperty("cublaslt_f32_d", "no algorithm: the kernel runs");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GemmCudaCublasLtTest,
+    ::testing::Values(
+        LtCase{"row_major_scales", 256, 384, 512},
+        LtCase{"k_block_major_scales_as_read", 512, 256, 1024, 0, 0, 0, LtScales::kKBlockMajor,
+               false},
+        LtCase{"k_block_major_padded_scales", 384, 640, 384, 0, 0, 0, LtScales::kKBlockMajorPadded},
+        LtCase{"strided_operands_and_output", 256, 320, 512, 32, 16, 8},
+        LtCase{"strided_one_block", 128, 144, 128, 16, 48, 24, LtScales::kKBlockMajor},
+        LtCase{"strided_no_scratch", 640, 128, 768, 16, 0, 8, LtScales::kKBlockMajorPadded, false}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Every algorithm cuBLASLt ranks for a problem computes the same product (the tuner's candidates).
+TEST(GemmCudaCublasLtTest, EveryRankedAlgorithmMatchesCpuBackend) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  if (!HaveCublasLt()) GTEST_SKIP() << cuda_gemm::LoadCublasLt().status();
+  Mix mix = StandardMixes()[0];
+  int ran = 0;
+  for (int algo = 0; algo < kCublasLtGemmAlgos; ++algo) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << "algo " << algo << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = MakeDense(GemmVariant::kTN, 512, 768, 1024, mix, rng);
+    std::vector<std::unique_ptr<DeviceTensor>> dev;
+    for (const HostTensor& h : op.tensors) dev.push_back(std::make_unique<DeviceTensor>(h));
+    GemmArgs g = Bind(op.args, op.tensors);
+    g.a = dev[0]->t;
+    g.a_scales = dev[1]->t;
+    g.b = dev[2]->t;
+    g.b_scales = dev[3]->t;
+    g.d = dev[4]->t;
+    const absl::Status probe = LaunchCublasLtGemm(g, CublasLtGemmConfig{algo}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (algo > 0 && probe.code() == absl::StatusCode::kInvalidArgument) break;  // fewer ranked
+    ASSERT_TRUE(probe.ok()) << probe;
+    bool refused = false;
+    CheckAgainstCpu(op, WithCublasLt(algo, true, &refused));
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+  RecordProperty("cublaslt_algorithms", ran);
+}
+
+// What the family takes, decided from shapes, strides and addresses before the library is asked
+// (no GPU needed).
+TEST(GemmCudaCublasLtTest, RefusesWhatItDoesNotTakeAsUnimplemented) {
+  const Mix mix = StandardMixes()[0];
+  std::mt19937_64 rng(3);
+  HostOp tn = MakeDense(GemmVariant::kTN, 256, 384, 512, mix, rng);
+  auto place = [](GemmArgs g) {  // 256-byte aligned fake device addresses
+    g.a.data = reinterpret_cast<void*>(uintptr_t{1} << 20);
+    g.b.data = reinterpret_cast<void*>(uintptr_t{2} << 20);
+    g.d.data = reinterpret_cast<void*>(uintptr_t{3} << 20);
+    return g;
+  };
+  auto refusal = [](const GemmArgs& g) {
+    const absl::Status s = CublasLtGemmSupports(g);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    return std::string(s.message());
+  };
+  HostOp nt = MakeDense(GemmVariant::kNT, 256, 384, 512, mix, rng);
+  EXPECT_TRUE(absl::StrContains(refusal(place(nt.args)), "variant nt (tn only)"));
+  HostOp odd = MakeDense(GemmVariant::kTN, 200, 384, 512, mix, rng);
+  EXPECT_TRUE(absl::StrContains(refusal(place(odd.args)), "M=200 and N=384"));
+  GemmArgs g = place(tn.args);
+  g.d.data = static_cast<char*>(g.d.data) + 8;
+  EXPECT_TRUE(absl::StrContains(refusal(g), "16-byte aligned"));
+  g = place(tn.args);
+  g.a.strides[0] = 520;
+  EXPECT_TRUE(absl::StrContains(refusal(g), "16-byte"));
+  g = place(tn.args);
+  g.b.dtype = DType::kE5M2;
+  EXPECT_TRUE(absl::StrContains(refusal(g), "e4m3fn"));
+  EXPECT_GE(CublasLtGemmScratchBytes(tn.args), cuda_gemm::kCublasLtWorkspaceBytes + 2 * 256);
+}
+
+#if defined(KD_HAVE_CUDA)
+// Through Backend::Run with a cuBLASLt config, as the daemon's tune cache passes it: cuBLASLt's
+// workspace and scale copies come from the stream's scratch; an op the family does not take (M
+// not a multiple of 16, NT) runs the kernel's default without counting a fallback.
+TEST(GemmCudaCublasLtTest, ThroughTheCudaBackendMatchesCpuBackend) {
+  if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
+  std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
+  ASSERT_NE(gpu, nullptr);
+  auto stream = gpu->CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const GpuRun run = [&](const GemmArgs& args) {
+    GemmArgs g = args;
+    g.config = CublasLtGemmConfig{};
+    const absl::Status ran = gpu->Run(Op(g), **stream, nullptr);
+    if (!ran.ok()) return ran;
+    return gpu->Synchronize(**stream);
+  };
+  struct Shape {
+    GemmVariant variant;
+    int64_t m, n, k;
+  };
+  const uint64_t fallbacks = GemmConfigFallbacks();
+  for (const Shape& shape :
+       {Shape{GemmVariant::kTN, 256, 512, 1024}, Shape{GemmVariant::kTN, 1024, 256, 512},
+        Shape{GemmVariant::kTN, 200, 136, 512}, Shape{GemmVariant::kNT, 256, 256, 512}}) {
+    for (const Mix& mix : GpuMixes()) {
+      const uint64_t seed = FreshSeed();
+      SCOPED_TRACE(testing::Message()
+                   << GemmVariantName(shape.variant) << " " << shape.m << "x" << shape.n << "x"
+                   << shape.k << " " << mix.name << " seed " << seed);
+      std::mt19937_64 rng(seed);
+      HostOp op = MakeDense(shape.variant, shape.m, shape.n, shape.k, mix, rng);
+      CheckAgainstCpu(op, run);
+    }
+  }
+  EXPECT_EQ(GemmConfigFallbacks(), fallbacks);
+}
+#endif
 
 }  // namespace
 }  // namespace gemm_test

@@ -1,9 +1,9 @@
 """Float8BlockwiseLinear and Float8MoEExperts on CUDA tensors: against fp32 and bf16
 nn.Linear by SQNR, against the in-process blockwise FP8 path (the same recipe through
-torch._scaled_mm and torch.compile'd quantizers), fused fp32 wgrad accumulation, odd token
-counts. Thresholds: 27 dB against fp32 (as on the CPU backend); 40 dB between kerneld and the
-in-process path (same codes, both accumulate in fp32; they differ by accumulation order and the
-bf16 rounding of outputs)."""
+torch._scaled_mm and torch.compile'd quantizers), both dgrad forms (NN on W, NT on the dual
+pass's Wᵀ), fused fp32 wgrad accumulation, odd token counts. Thresholds: 27 dB against fp32 (as
+on the CPU backend); 40 dB between kerneld and the in-process path (same codes, both accumulate
+in fp32; they differ by accumulation order and the bf16 rounding of outputs)."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,8 +24,9 @@ def fwd_bwd(layer, x, dy):
     return y.detach(), xi.grad, layer.weight.grad.clone()
 
 
+@pytest.mark.parametrize("dgrad", ["nn", "nt"])
 @pytest.mark.parametrize("m,k,n", [(4096, 4096, 4096), (2048, 4096, 14336), (1000, 1024, 512)])
-def test_against_fp32_bf16_and_the_in_process_path(gpu_runtime, m, k, n):
+def test_against_fp32_bf16_and_the_in_process_path(gpu_runtime, m, k, n, dgrad):
     torch.manual_seed(0)
     base = nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -35,7 +36,7 @@ def test_against_fp32_bf16_and_the_in_process_path(gpu_runtime, m, k, n):
         ref.weight.copy_(base.weight.float())
     y32, dx32, dw32 = fwd_bwd(ref, x.float(), dy.float())
     yb, dxb, dwb = fwd_bwd(base, x, dy)
-    kd_layer = Float8BlockwiseLinear.from_linear(base, runtime=gpu_runtime)
+    kd_layer = Float8BlockwiseLinear.from_linear(base, runtime=gpu_runtime, dgrad=dgrad)
     yk, dxk, dwk = fwd_bwd(kd_layer, x, dy)
     for name, r, b, q in (("Y", y32, yb, yk), ("dX", dx32, dxb, dxk), ("dW", dw32, dwb, dwk)):
         assert sqnr(r, q) >= 27, f"{name}: kerneld {sqnr(r, q):.2f} dB (bf16 {sqnr(r, b):.2f})"

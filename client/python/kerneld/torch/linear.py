@@ -4,8 +4,17 @@ convert_to_float8_blockwise, which swaps a model's nn.Linear modules for it.
 Forward, one Submit: the fused dual pass quantizes X (M,K) with 1x128 blocks along K and Xᵀ with
 1x128 blocks along M from one read (Xᵀ's codes are kept for wgrad), W (N,K) is quantized with
 128x128 blocks, and the NT GEMM writes Y = X·Wᵀ. Backward, one Submit: the dual pass of dY, the
-NN GEMM dX = dY·W (1x128 · 128x128, reusing W's codes from the forward) and the TN GEMM
-dW = dYᵀ·X (1x128 · 1x128 along the tokens). A token count M that is not a multiple of 128 is
+dgrad GEMM dX = dY·W (1x128 · 128x128, reusing W's codes from the forward) and the TN GEMM
+dW = dYᵀ·X (1x128 · 1x128 along the tokens).
+
+The dgrad GEMM runs one of two ways (the `dgrad` option, default DEFAULT_DGRAD):
+  "nn"  the forward keeps W's codes and dgrad is GEMM_NN, for which the daemon transposes those
+        codes into scratch on every backward (FP8 tensor cores read only K-major operands);
+  "nt"  the forward's W quantize is the 128x128 dual pass, which also writes Wᵀ's codes and
+        scales from the same read (a tile and its transpose share one scale); the forward keeps
+        Wᵀ and dgrad is GEMM_NT on it: one extra write of W's size in the forward instead of a
+        read and a write in the backward.
+Both give the same dX bits up to the GEMM's fp32 summation order. A token count M that is not a multiple of 128 is
 padded with zero rows by the daemon's Pad op inside the same Submit (zero rows add nothing to
 dW). The bias is added by PyTorch, outside the FP8 path (one elementwise add; its gradient is
 dY summed over tokens, also PyTorch's)."""
@@ -19,6 +28,10 @@ from torch import nn
 from .. import _lib
 from ..dtypes import DType, ScaleLayout
 from ._runtime import Runtime, default_runtime, kd_dtype, set_ref
+
+# The dgrad form Float8BlockwiseLinear uses when not told (see the module docstring).
+DEFAULT_DGRAD = "nn"
+_DGRADS = ("nn", "nt")
 
 _ALIGN = 256
 _E4M3 = int(DType.E4M3FN)
@@ -62,7 +75,7 @@ def check_linear_shape(in_features: int, out_features: int, where: str = "") -> 
 class _Fp8BlockwiseLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, rt: Runtime,
-                fuse_wgrad_accumulation: bool):
+                fuse_wgrad_accumulation: bool, dgrad: str):
         n, k = weight.shape
         if x.shape[-1] != k:
             raise ValueError(f"input.shape[-1]={x.shape[-1]} must equal in_features={k}")
@@ -79,7 +92,9 @@ class _Fp8BlockwiseLinearFn(torch.autograd.Function):
         kb, nb, mb = k // 128, n // 128, mp // 128
         k_major = rt.a_scale_layout == ScaleLayout.K_BLOCK_MAJOR
         kx, kw = kd_dtype(x2), kd_dtype(w)
-        ctx.meta = (m, n, k, mp, pad, out_dtype, x.dtype, lead, k_major)
+        # dgrad as NT needs Wᵀ only when dX will be asked for.
+        dgrad_nt = dgrad == "nt" and ctx.needs_input_grad[0]
+        ctx.meta = (m, n, k, mp, pad, out_dtype, x.dtype, lead, k_major, dgrad_nt)
         ctx.rt = rt
         ctx.weight_dtype = weight.dtype
         # The wgrad GEMM accumulates into weight.grad in place when the caller asked for it and
@@ -89,13 +104,14 @@ class _Fp8BlockwiseLinearFn(torch.autograd.Function):
             ctx.saved_ws = None
             return torch.zeros(*lead, n, dtype=out_dtype, device=device).to(x.dtype)
 
-        # Kept for backward: Xᵀ codes and scales, W codes and scales.
+        # Kept for backward: Xᵀ codes and scales, W's (dgrad NN) or Wᵀ's (dgrad NT) codes and
+        # scales.
         so, saved_bytes = _offsets([k * mp, k * mb * 4, n * k, nb * kb * 4])
         saved = rt.empty((saved_bytes,), torch.uint8, device)
-        # Forward only: X codes and scales, and the padded X.
-        sizes = [mp * k, mp * kb * 4]
-        if pad:
-            sizes += [mp * k * x2.element_size(), 4]
+        # Forward only: X codes and scales, the padded X, and with dgrad NT W's codes and scales.
+        sizes = [mp * k, mp * kb * 4, mp * k * x2.element_size() if pad else 0, 4 if pad else 0]
+        if dgrad_nt:
+            sizes += [n * k, nb * kb * 4]
         to, tmp_bytes = _offsets(sizes)
         tmp = rt.empty((tmp_bytes,), torch.uint8, device)
         y = rt.empty((m, n), out_dtype, device)
@@ -131,16 +147,24 @@ class _Fp8BlockwiseLinearFn(torch.autograd.Function):
         ops[i + 1].kind = 1
         q = ops[i + 1].u.quantize
         set_ref(q.input, (wid, woff, kw, (n, k), _strides(w)))
-        set_ref(q.output, (sid, soff + so[2], _E4M3, (n, k), None))
-        set_ref(q.scales, (sid, soff + so[3], _F32, (nb, kb), None))
+        if dgrad_nt:
+            w_codes = (tid, toff + to[4], _E4M3, (n, k), None)
+            w_scales = (tid, toff + to[5], _F32, (nb, kb), None)
+            set_ref(q.output_t, (sid, soff + so[2], _E4M3, (k, n), None))
+            set_ref(q.scales_t, (sid, soff + so[3], _F32, (kb, nb), None))
+        else:
+            w_codes = (sid, soff + so[2], _E4M3, (n, k), None)
+            w_scales = (sid, soff + so[3], _F32, (nb, kb), None)
+        set_ref(q.output, w_codes)
+        set_ref(q.scales, w_scales)
         q.granularity = 3
         ops[i + 2].kind = 2
         g = ops[i + 2].u.gemm
         g.variant = 1  # NT
         set_ref(g.a, (tid, toff + to[0], _E4M3, (m, k), None))
         set_ref(g.a_scales, (tid, toff + to[1], _F32, (m, kb), (1, mp) if k_major else None))
-        set_ref(g.b, (sid, soff + so[2], _E4M3, (n, k), None))
-        set_ref(g.b_scales, (sid, soff + so[3], _F32, (nb, kb), None))
+        set_ref(g.b, w_codes)
+        set_ref(g.b_scales, w_scales)
         set_ref(g.d, (yid, yoff, kd_dtype(y), (m, n), None))
         rt.submit(ops, device)
         ctx.saved_ws = (saved, sid, soff, so)
@@ -148,12 +172,12 @@ class _Fp8BlockwiseLinearFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy: torch.Tensor):
-        m, n, k, mp, pad, out_dtype, x_dtype, lead, k_major = ctx.meta
+        m, n, k, mp, pad, out_dtype, x_dtype, lead, k_major, dgrad_nt = ctx.meta
         rt: Runtime = ctx.rt
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if ctx.saved_ws is None or not (need_dx or need_dw):
             dx = torch.zeros(*lead, k, dtype=x_dtype, device=dy.device) if need_dx else None
-            return dx, None, None, None
+            return dx, None, None, None, None
         saved, sid, soff, so = ctx.saved_ws
         device = dy.device
         if dy.dtype != out_dtype:
@@ -220,12 +244,17 @@ class _Fp8BlockwiseLinearFn(torch.autograd.Function):
         if need_dx:
             ops[i].kind = 2
             g = ops[i].u.gemm
-            g.variant = 2  # NN: dX (M,K) = dY (M,N) · W (N,K)
             set_ref(g.a, (wsid, wsoff + wo[0], _E4M3, (m, n), None))
             set_ref(g.a_scales, (wsid, wsoff + wo[1], _F32, (m, nb),
                                  (1, rows) if k_major else None))
-            set_ref(g.b, (sid, soff + so[2], _E4M3, (n, k), None))
-            set_ref(g.b_scales, (sid, soff + so[3], _F32, (nb, kb), None))
+            if dgrad_nt:
+                g.variant = 1  # NT: dX (M,K) = dY (M,N) · Wᵀ (K,N)ᵀ
+                set_ref(g.b, (sid, soff + so[2], _E4M3, (k, n), None))
+                set_ref(g.b_scales, (sid, soff + so[3], _F32, (kb, nb), None))
+            else:
+                g.variant = 2  # NN: dX (M,K) = dY (M,N) · W (N,K)
+                set_ref(g.b, (sid, soff + so[2], _E4M3, (n, k), None))
+                set_ref(g.b_scales, (sid, soff + so[3], _F32, (nb, kb), None))
             dxid, dxoff = rt.locate(dx)
             set_ref(g.d, (dxid, dxoff, kd_dtype(dx), (m, k), None))
             i += 1
@@ -251,7 +280,7 @@ class _Fp8BlockwiseLinearFn(torch.autograd.Function):
                 dx = dx.to(x_dtype)
         if fused:
             dw = None  # accumulated into weight.grad in place
-        return dx, dw, None, None
+        return dx, dw, None, None, None
 
 
 class Float8BlockwiseLinear(nn.Linear):
@@ -264,19 +293,22 @@ class Float8BlockwiseLinear(nn.Linear):
     fuse_wgrad_accumulation=True (CUDA, fp32 weights): once weight.grad exists, the wgrad GEMM
     accumulates into it in place (accumulate=True) and autograd gets no weight gradient; hooks
     on the weight's gradient (DDP's) then do not run, so leave it off under DDP/FSDP.
-    `runtime` defaults to kerneld.torch's per-process client."""
+    dgrad="nn" or "nt" chooses how the backward computes dX (module docstring); None takes
+    DEFAULT_DGRAD. `runtime` defaults to kerneld.torch's per-process client."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
                  dtype=None, *, runtime: Optional[Runtime] = None,
-                 fuse_wgrad_accumulation: bool = False):
+                 fuse_wgrad_accumulation: bool = False, dgrad: Optional[str] = None):
         check_linear_shape(in_features, out_features)
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self._kd_runtime = runtime
         self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
+        self.dgrad = _check_dgrad(dgrad)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, runtime: Optional[Runtime] = None,
-                    fuse_wgrad_accumulation: bool = False) -> "Float8BlockwiseLinear":
+                    fuse_wgrad_accumulation: bool = False,
+                    dgrad: Optional[str] = None) -> "Float8BlockwiseLinear":
         """A Float8BlockwiseLinear sharing `linear`'s parameters (no copy)."""
         check_linear_shape(linear.in_features, linear.out_features)
         new = cls.__new__(cls)
@@ -286,6 +318,7 @@ class Float8BlockwiseLinear(nn.Linear):
         new.bias = linear.bias
         new._kd_runtime = runtime
         new.fuse_wgrad_accumulation = fuse_wgrad_accumulation
+        new.dgrad = _check_dgrad(dgrad)
         return new
 
     def runtime(self) -> Runtime:
@@ -296,31 +329,44 @@ class Float8BlockwiseLinear(nn.Linear):
         fuse = (self.fuse_wgrad_accumulation and w.dtype == torch.float32 and w.is_cuda and
                 w.grad is not None and w.grad.is_contiguous() and
                 w.grad.dtype == torch.float32)
-        y = _apply(x, w, self.runtime(), fuse)
+        y = _apply(x, w, self.runtime(), fuse, self.dgrad)
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + ", blockwise_fp8=1x128/128x128 (kerneld)"
+        return (super().extra_repr() +
+                f", blockwise_fp8=1x128/128x128 (kerneld), dgrad={self.dgrad}")
 
 
-def _apply(x: torch.Tensor, weight: torch.Tensor, rt: Runtime, fuse: bool) -> torch.Tensor:
-    return _Fp8BlockwiseLinearFn.apply(x, weight, rt, fuse)
+def _check_dgrad(dgrad: Optional[str]) -> str:
+    dgrad = DEFAULT_DGRAD if dgrad is None else dgrad
+    if dgrad not in _DGRADS:
+        raise ValueError(f'dgrad="{dgrad}" must be one of {", ".join(_DGRADS)}')
+    return dgrad
+
+
+def _apply(x: torch.Tensor, weight: torch.Tensor, rt: Runtime, fuse: bool,
+           dgrad: str) -> torch.Tensor:
+    return _Fp8BlockwiseLinearFn.apply(x, weight, rt, fuse, dgrad)
 
 
 def convert_to_float8_blockwise(model: nn.Module,
                                 filter_fn: Optional[Callable[[nn.Module, str], bool]] = None, *,
                                 runtime: Optional[Runtime] = None,
-                                fuse_wgrad_accumulation: bool = False) -> nn.Module:
+                                fuse_wgrad_accumulation: bool = False,
+                                dgrad: Optional[str] = None) -> nn.Module:
     """Swaps, in place, every nn.Linear of `model` for which filter_fn(module, fqn) is true (all
     of them without filter_fn) for a Float8BlockwiseLinear sharing its parameters, and returns
     the model. A selected layer the kernels cannot take (in_features or out_features not a
-    multiple of 128) raises ValueError naming it: exclude it with filter_fn."""
+    multiple of 128) raises ValueError naming it: exclude it with filter_fn. `dgrad`: see
+    Float8BlockwiseLinear."""
+    dgrad = _check_dgrad(dgrad)
     if isinstance(model, nn.Linear) and not isinstance(model, Float8BlockwiseLinear):
         if filter_fn is None or filter_fn(model, ""):
             return Float8BlockwiseLinear.from_linear(
-                model, runtime=runtime, fuse_wgrad_accumulation=fuse_wgrad_accumulation)
+                model, runtime=runtime, fuse_wgrad_accumulation=fuse_wgrad_accumulation,
+                dgrad=dgrad)
         return model
     swaps = []
     for fqn, module in model.named_modules():
@@ -334,5 +380,6 @@ def convert_to_float8_blockwise(model: nn.Module,
             swaps.append((module, name, child))
     for parent, name, child in swaps:
         setattr(parent, name, Float8BlockwiseLinear.from_linear(
-            child, runtime=runtime, fuse_wgrad_accumulation=fuse_wgrad_accumulation))
+            child, runtime=runtime, fuse_wgrad_accumulation=fuse_wgrad_accumulation,
+            dgrad=dgrad))
     return model

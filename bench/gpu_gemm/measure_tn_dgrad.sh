@@ -56,12 +56,12 @@ for kn in 4096:14336 14336:4096 8192:28672 28672:8192; do
   k=${kn%:*}; n=${kn#*:}
   shapes="$shapes,tn:${n}x${k}x${tokens},nn:${tokens}x${k}x${n}"
 done
-timeout 150 "$bundle/bin/gpu_gemm_bench" --samples=7 --shapes="${shapes#,}" --only=tn_wgrad \
+timeout 240 "$bundle/bin/gpu_gemm_bench" --samples=5 --shapes="${shapes#,}" --only=tn_wgrad \
   --candidates=lt0,lt1,lt2,lt3,n128,n128+s6,m192+n128,c2,wt > "$out/gemm.json" 2>> "$out/tests.log"
 echo "=== gpu_gemm_bench rc=$?" >> "$out/tests.log"
 
-# 3. The Linear under MPS: both passes share one daemon; between them the TN keys of the four
-# shapes are pinned to cuBLASLt's first algorithm.
+# 3. The Linear under MPS: both passes share one daemon; the TN keys of the four shapes are
+# pinned to the kernel's tile for the first pass and to cuBLASLt's first algorithm for the second.
 nvidia-cuda-mps-control -d > /dev/null 2>&1 && mps=1 || mps=0
 sleep 1
 sock=$(mktemp -d /tmp/kd_measure_sock.XXXXXX)
@@ -88,18 +88,23 @@ m=re.search(r'kerneld_autotune_lookups_total\{[^}]*result=\"hit\"[^}]*\} (\S+)',
 print(m.group(1) if m else 0)" 2> /dev/null || echo "?"
 }
 if [ -S "$sock/data.sock" ]; then
-  a=$(( $(left) - 140 )); [ $a -gt 240 ] && a=240; [ $a -lt 60 ] && a=60
-  linear tn_kernel $a
   # The TN keys as the daemon builds them (gemm:tn:...:m<out>:n<in>:k<tokens>:...): device name
-  # as CUDA gives it, kernel version of this build's sm_90 space.
+  # as CUDA gives it, kernel version of this build's sm_90 space. Each pass pins them.
   device=$("$py" -c 'import torch; print(torch.cuda.get_device_name())')
   version=$(sed -n 's/^constexpr int32_t kSm90GemmVersion = \([0-9]*\);/\1/p' \
     "$repo/kernels/autotune/space.cc")
-  for kn in 4096:14336 14336:4096 8192:28672 28672:8192; do
-    k=${kn%:*}; n=${kn#*:}
-    kctl cache pin "gemm:tn:e4m3fn.e4m3fn>bf16:m$n:n$k:k$tokens:g1:sm_90:v$version:$device" lt0 \
-      >> "$out/linear.log" 2>&1
-  done
+  pin_tn() {  # config
+    for kn in 4096:14336 14336:4096 8192:28672 28672:8192; do
+      k=${kn%:*}; n=${kn#*:}
+      kctl cache pin "gemm:tn:e4m3fn.e4m3fn>bf16:m$n:n$k:k$tokens:g1:sm_90:v$version:$device" "$1" \
+        >> "$out/linear.log" 2>&1
+    done
+  }
+  a=$(( $(left) - 140 )); [ $a -gt 240 ] && a=240; [ $a -lt 60 ] && a=60
+  # The kernel's heuristic tile for TN at all four shapes.
+  pin_tn bm128.bn192.s4.c1.r8.p0
+  linear tn_kernel $a
+  pin_tn lt0
   before=$(hits)
   b=$(( $(left) - 25 )); [ $b -gt 150 ] && b=150
   [ $b -gt 30 ] && linear tn_cublaslt $b --skip_peers

@@ -27,9 +27,11 @@ GemmConfig HeuristicGemmConfig(int64_t rows, int64_t cols, int64_t k, int64_t gr
 // ---- The cuBLASLt family (CublasLtGemmConfig; kernels/cuda/gemm/cublaslt_gemm.h runs it).
 
 // Whether TN runs through cuBLASLt by default (CublasLtGemmConfig{0}) where the family takes the
-// problem, instead of HeuristicGemmConfig. Set from a measurement of both on the same shapes
-// (docs/decisions/0014-tn-through-cublaslt.md); the autotuner picks per shape either way.
-constexpr bool kTnDefaultsToCublasLt = false;
+// problem, instead of HeuristicGemmConfig. NOTE: cuBLASLt's first algorithm runs TN 1.08-1.14x
+// faster than the kernel's default at the Llama-3 Linear shapes on an H100 (per-row B scales
+// serialise the kernel's promotion; docs/decisions/0014-tn-through-cublaslt.md); the autotuner
+// picks per shape either way.
+constexpr bool kTnDefaultsToCublasLt = true;
 
 // Whether this process has loaded cuBLASLt with block-scaled FP8 (12.9 or later): set by the
 // loader (kernels/cuda/gemm/cublaslt.h) once it has, read by the sm_90 autotune space, which

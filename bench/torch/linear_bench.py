@@ -40,11 +40,14 @@ LINEAR_SHAPES = [(4096, 14336), (14336, 4096), (8192, 28672), (28672, 8192)]  # 
 TOKENS = [8192, 16384]
 
 
-def cuda_time(step, warmup, reps):
-    """Median and all samples (ms) of step() between two CUDA events on the current stream."""
+def cuda_time(step, warmup, reps, on_start=None):
+    """Median and all samples (ms) of step() between two CUDA events on the current stream.
+    on_start, if given, is called once the warm-up has finished on the device."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    if on_start is not None:
+        on_start()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(reps)]
     for start, end in events:
@@ -99,12 +102,28 @@ def breakdown(make_step, sync_rt, metrics_url, reps):
     return result
 
 
-def run_path(name, make, rows, warmup, reps, flops):
+def kernel_seconds(url):
+    totals = metrics_by_op(url)
+    return None if totals is None else sum(totals.values())
+
+
+def run_path(name, make, rows, warmup, reps, flops, metrics_url=None):
+    """Times a path. With metrics_url (a kerneld path), also the daemon's kernel time over the
+    same timed steps: "same_run_kernel_ms" per step and "same_run_daemon_share", the part of the
+    mean step that is not a kerneld kernel (hand-offs, queueing and the trainer's own work)."""
     try:
         step = make()
-        median, samples = cuda_time(step, warmup, reps)
+        before = []
+        median, samples = cuda_time(step, warmup, reps,
+                                    lambda: before.append(kernel_seconds(metrics_url)))
         rows[name] = {"ms": round(median, 4), "tflops": round(flops / median / 1e9, 1),
                       "min_ms": round(min(samples), 4), "max_ms": round(max(samples), 4)}
+        if metrics_url and before and before[0] is not None:
+            time.sleep(0.2)  # the daemon reads the last kernels' timing events asynchronously
+            kernel_ms = 1e3 * (kernel_seconds(metrics_url) - before[0]) / reps
+            mean_ms = statistics.fmean(samples)
+            rows[name]["same_run_kernel_ms"] = round(kernel_ms, 4)
+            rows[name]["same_run_daemon_share"] = round(1 - kernel_ms / mean_ms, 4)
     except Exception as e:  # one failing path must not lose the others' figures
         rows[name] = {"error": f"{type(e).__name__}: {e}"}
         traceback.print_exc(file=sys.stderr)
@@ -128,7 +147,7 @@ def bench_linear(k, n, m, variants, args):
         def make(r, dgrad=dgrad):
             return linear_step(Float8BlockwiseLinear.from_linear(base, runtime=r, dgrad=dgrad),
                                x, dy)
-        run_path(name, lambda: make(rt), paths, args.warmup, args.reps, flops)
+        run_path(name, lambda: make(rt), paths, args.warmup, args.reps, flops, args.metrics)
         if "ms" in paths.get(name, {}):
             try:
                 b = breakdown(make, sync_rt, args.metrics, args.sync_reps)
@@ -207,7 +226,8 @@ def bench_moe(experts_n, per_expert, k, n, rt, sync_rt, args):
     p = row["paths"]
     run_path("bf16", lambda: bf16_step, p, args.warmup, args.reps, flops)
     run_path("inprocess_fp8", lambda: inprocess_step, p, args.warmup, args.reps, flops)
-    run_path("kerneld", lambda: kerneld_step_for(rt), p, args.warmup, args.reps, flops)
+    run_path("kerneld", lambda: kerneld_step_for(rt), p, args.warmup, args.reps, flops,
+             args.metrics)
     if "ms" in p.get("kerneld", {}):
         try:
             b = breakdown(kerneld_step_for, sync_rt, args.metrics, args.sync_reps)

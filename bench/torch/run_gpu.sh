@@ -81,6 +81,7 @@ for r in d["linear"] + d["moe"]:
     b = r.get("kerneld_breakdown", {})
     shape = f'{r.get("k")}->{r.get("n")} x{r.get("tokens", r.get("experts"))}'
     print(shape, ms, "vs bf16", r.get("kerneld_speedup_vs_bf16"), "vs in-process",
-          r.get("kerneld_speedup_vs_inprocess_fp8"), "daemon share", b.get("daemon_share"))
+          r.get("kerneld_speedup_vs_inprocess_fp8"), "daemon share (sync pass)",
+          b.get("daemon_share"), "(same run)", p.get("kerneld", {}).get("same_run_daemon_share"))
 PY
 done

@@ -10,21 +10,10 @@
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
+#include "kernels/gpu/tile_gemm/tile_gemm_config.h"
 
 namespace kd {
 namespace {
-
-bool OneOf(int64_t v, std::initializer_list<int64_t> allowed) {
-  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-}
-
-absl::Status OutOfRange(absl::string_view config, absl::string_view field, int64_t v,
-                        absl::string_view rule) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("config \"", config, "\" ", field, "=", v, " must be ", rule));
-}
-
-int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // ---- CPU GEMM -------------------------------------------------------------------------------
 
@@ -117,41 +106,64 @@ ConfigSpace Sm90GemmSpace(absl::string_view variant) {
   return s;
 }
 
-// ---- HIP GEMM -------------------------------------------------------------------------------
+// ---- The portable tile GEMM (sm_89, gfx94x, gfx950) ---------------------------------------
 
-constexpr int32_t kHipGemmVersion = 1;
+// Bumped whenever a change to the kernel or its heuristic moves its timings.
+constexpr int32_t kTileGemmVersion = 1;
 
-ConfigSpace HipGemmSpace(absl::string_view variant, absl::string_view family) {
+bool IsTileGemmConfig(absl::string_view text) { return absl::StartsWith(text, "tm"); }
+
+absl::StatusOr<GemmKernelConfig> ResolveTileGemmConfig(absl::string_view c) {
+  absl::StatusOr<TileGemmConfig> config = tile_gemm::ParseTileGemmConfig(c);
+  if (!config.ok()) return config.status();
+  return *config;
+}
+
+// Whether the key's operands are the FP8 formats the family's matrix instructions read: e4m3fnuz
+// on gfx94x, the OCP formats elsewhere (tile_gemm_args.h).
+bool TileGemmTakesDTypes(absl::string_view family, absl::string_view dtypes) {
+  const absl::string_view inputs = dtypes.substr(0, dtypes.find('>'));
+  const std::vector<absl::string_view> operands = absl::StrSplit(inputs, '.');
+  for (absl::string_view operand : operands) {
+    if ((operand == "e4m3fnuz") != (family == "gfx94x")) return false;
+  }
+  return operands.size() == 2;
+}
+
+// Separate outputs of the key's problem, as the tile GEMM's launcher counts them.
+int64_t TileGroups(const TuneKey& key) { return key.variant == "k_grouped_tn" ? key.groups : 1; }
+
+ConfigSpace TileGemmConfigSpace(absl::string_view variant, absl::string_view family) {
   ConfigSpace s;
   s.op = "gemm";
   s.variant = std::string(variant);
   s.arch_family = std::string(family);
-  s.kernel_version = kHipGemmVersion;
-  for (int bm : {64, 128, 256}) {
-    for (int bn : {64, 128, 256}) {
-      if (bm * bn > 256 * 128) continue;
-      for (int bk : {64, 128}) {
-        for (int nw : {4, 8}) s.configs.push_back(FormatHipGemmConfig({bm, bn, bk, nw, 2}));
-      }
-    }
+  s.kernel_version = kTileGemmVersion;
+  const std::string arch = TileGemmSpaceArch(family);
+  for (const tile_gemm::TileShape& shape : tile_gemm::TileGemmSpace(arch)) {
+    s.configs.push_back(tile_gemm::TileGemmConfigToString(tile_gemm::ToTileGemmConfig(shape)));
   }
-  // NOTE: MI300's 64-lane wavefronts and larger register file favour 256-wide N tiles with a
-  // 64-deep K tile on gfx94x; gfx90a (no FP8 units, emulated) keeps the square tile.
-  const bool gfx94x = family == "gfx94x";
-  s.heuristic = [gfx94x](const TuneKey& key) {
-    if (gfx94x && key.n >= 256 && key.m > 64) return FormatHipGemmConfig({128, 256, 64, 8, 2});
-    return FormatHipGemmConfig({key.m <= 64 ? 64 : 128, 128, 128, 4, 2});
+  s.heuristic = [arch](const TuneKey& key) {
+    const tile_gemm::TileShape shape = tile_gemm::HeuristicTileShape(
+        arch, key.m, key.n, TileGroups(key), TileGemmUnits(key.arch, key.device));
+    return tile_gemm::TileGemmConfigToString(tile_gemm::ToTileGemmConfig(shape));
   };
-  s.resolve = [](absl::string_view c) -> absl::StatusOr<GemmKernelConfig> {
-    absl::StatusOr<HipGemmConfig> config = ParseHipGemmConfig(c);
-    if (!config.ok()) return config.status();
-    return *config;
+  s.resolve = ResolveTileGemmConfig;
+  // A 128-row tile on at most 64 rows computes half zeros; a format the family's matrix cores do
+  // not read cannot run at all.
+  s.applies = [family = s.arch_family](const TuneKey& key, absl::string_view text) {
+    absl::StatusOr<TileGemmConfig> c = tile_gemm::ParseTileGemmConfig(text);
+    if (!c.ok() || !TileGemmTakesDTypes(family, key.dtypes)) return false;
+    return c->block_m <= 64 || key.m > 64;
   };
-  s.applies = [](const TuneKey& key, absl::string_view c) {
-    auto cfg = ParseHipGemmConfig(c);
-    if (!cfg.ok()) return false;
-    return cfg->bm <= std::max<int64_t>(64, RoundUp(key.m, 64)) &&
-           cfg->bn <= std::max<int64_t>(64, RoundUp(key.n, 64));
+  return s;
+}
+
+// sm_90 runs the tile GEMM only when a config names it (a pinned entry): its configs resolve, but
+// the space's candidates and its default stay the wgmma kernel's.
+ConfigSpace WithPinnableTileGemm(ConfigSpace s) {
+  s.resolve = [own = std::move(s.resolve)](absl::string_view c) {
+    return IsTileGemmConfig(c) ? ResolveTileGemmConfig(c) : own(c);
   };
   return s;
 }
@@ -270,11 +282,13 @@ std::vector<const ConfigSpace*> ConfigSpaceRegistry::All() const {
 absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry) {
   absl::Status status = registry.Register(CpuGemmSpace());
   for (const char* variant : {"nt", "tn", "m_grouped_nt", "k_grouped_tn"}) {
-    status.Update(registry.Register(Sm90GemmSpace(variant)));
+    status.Update(registry.Register(WithPinnableTileGemm(Sm90GemmSpace(variant))));
   }
-  for (const char* variant : {"nt", "nn", "tn", "m_grouped_nt", "k_grouped_tn"}) {
-    status.Update(registry.Register(HipGemmSpace(variant, "gfx90a")));
-    status.Update(registry.Register(HipGemmSpace(variant, "gfx94x")));
+  // gfx90a has no FP8 matrix instructions: no GEMM space (the backend answers UNIMPLEMENTED).
+  for (const char* family : kTileGemmFamilies) {
+    for (const char* variant : {"nt", "nn", "tn", "m_grouped_nt", "k_grouped_tn"}) {
+      status.Update(registry.Register(TileGemmConfigSpace(variant, family)));
+    }
   }
   return status;
 }
@@ -283,29 +297,27 @@ int Sm90SmCount(absl::string_view device_name) {
   return absl::StrContains(device_name, "PCIe") ? 114 : 132;
 }
 
-absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config) {
-  auto v = ParseConfigFieldValues(config, {"bm", "bn", "bk", "nw", "st"});
-  if (!v.ok()) return v.status();
-  const std::vector<int64_t>& f = *v;
-  if (!OneOf(f[0], {64, 128, 256})) return OutOfRange(config, "bm", f[0], "64, 128 or 256");
-  if (!OneOf(f[1], {64, 128, 256})) return OutOfRange(config, "bn", f[1], "64, 128 or 256");
-  if (f[0] * f[1] > 256 * 128) {
-    return OutOfRange(config, "bm*bn", f[0] * f[1], "<= 32768 (256x128 accumulators)");
-  }
-  if (!OneOf(f[2], {64, 128})) return OutOfRange(config, "bk", f[2], "64 or 128");
-  if (!OneOf(f[3], {4, 8})) return OutOfRange(config, "nw", f[3], "4 or 8");
-  if (!OneOf(f[4], {1, 2})) return OutOfRange(config, "st", f[4], "1 or 2");
-  HipGemmConfig c;
-  c.bm = static_cast<int>(f[0]);
-  c.bn = static_cast<int>(f[1]);
-  c.bk = static_cast<int>(f[2]);
-  c.nw = static_cast<int>(f[3]);
-  c.st = static_cast<int>(f[4]);
-  return c;
+std::string TileGemmSpaceArch(absl::string_view family) {
+  return family == "gfx94x" ? "gfx942" : std::string(family);
 }
 
-std::string FormatHipGemmConfig(const HipGemmConfig& c) {
-  return absl::StrCat("bm", c.bm, ".bn", c.bn, ".bk", c.bk, ".nw", c.nw, ".st", c.st);
+int TileGemmUnits(absl::string_view arch, absl::string_view device_name) {
+  struct Part {
+    const char* name;
+    int units;
+  };
+  // NOTE: more specific names first ("L40S" before "L40", "MI300X" before "MI300").
+  static constexpr Part kParts[] = {{"L40S", 142},         {"L40", 142},      {"L4", 58},
+                                    {"RTX 6000 Ada", 142}, {"RTX 4090", 128}, {"MI325X", 304},
+                                    {"MI300X", 304},       {"MI300A", 228},   {"MI308X", 80},
+                                    {"MI355X", 256},       {"MI350X", 256}};
+  for (const Part& p : kParts) {
+    if (absl::StrContains(device_name, p.name)) return p.units;
+  }
+  if (ArchFamily(arch) == "sm_90") return Sm90SmCount(device_name);
+  if (ArchFamily(arch) == "gfx94x") return 304;
+  if (arch == "gfx950") return 256;
+  return 128;
 }
 
 }  // namespace kd

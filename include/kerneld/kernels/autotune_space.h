@@ -31,7 +31,7 @@ namespace kd {
 struct ConfigSpace {
   std::string op;           // "gemm"
   std::string variant;      // "nt", "m_grouped_nt"...
-  std::string arch_family;  // "sm_90", "gfx90a", "gfx94x", "cpu"
+  std::string arch_family;  // "sm_90", "sm_89", "gfx94x", "gfx950", "cpu"
   // Bumped whenever the kernel changes so that old timings no longer hold; part of every key,
   // so entries tuned for another version are never served (and are refused on import).
   int32_t kernel_version = 1;
@@ -89,8 +89,8 @@ class ConfigSpaceRegistry {
   std::vector<std::unique_ptr<ConfigSpace>> spaces_;
 };
 
-// Adds the spaces of kerneld's kernels to `registry`: the CPU GEMM (cpu), the CUDA GEMM (sm_90,
-// see below) and the HIP GEMM (gfx90a, gfx94x; declared now, used when the HIP backend lands).
+// Adds the spaces of kerneld's kernels to `registry`: the CPU GEMM (cpu), the sm_90a wgmma GEMM
+// (sm_90) and the portable tile GEMM (sm_89, gfx94x, gfx950), see below.
 absl::Status RegisterBuiltinSpaces(ConfigSpaceRegistry& registry);
 
 // ---- Parse contracts of the built-in spaces. Each accepts exactly the canonical form written
@@ -116,14 +116,22 @@ int Sm90SmCount(absl::string_view device_name);
 // The sm_90a kernel's own heuristic config for an sm_90 gemm key (never cuBLASLt's).
 std::string Sm90KernelHeuristic(const TuneKey& key);
 
-// HIP GEMM (gfx90a, gfx94x):
-//   bm, bn  tile of D per workgroup: 64, 128 or 256 (bm*bn <= 256*128)
-//   bk      K tile: 64 or 128 (divides the 128 scale block)
-//   nw      wavefronts (64 lanes) per workgroup: 4 or 8
-//   st      LDS pipeline stages: 1 or 2
-// (HipGemmConfig: gemm_config.h.)
-absl::StatusOr<HipGemmConfig> ParseHipGemmConfig(absl::string_view config);
-std::string FormatHipGemmConfig(const HipGemmConfig& c);
+// The portable tile GEMM (kernels/gpu/tile_gemm/; TileGemmConfig, gemm_config.h), the GEMM of
+// the devices without the wgmma kernel: one space per family, variants nt, nn, tn, m_grouped_nt
+// and k_grouped_tn, each holding exactly tile_gemm::TileGemmSpace of the family's architecture
+// (TileGemmSpaceArch), never another family's shapes. Configs "tm128.tn128.ts3"
+// (tile_gemm::TileGemmConfigToString / ParseTileGemmConfig). The heuristic is
+// tile_gemm::HeuristicTileShape with TileGemmUnits(key.arch, key.device) SMs or CUs, the default
+// the backend runs without a config on the devices TileGemmUnits names. A candidate applies only to
+// keys whose operands the family's matrix cores read (e4m3fnuz on gfx94x, e4m3fn / e5m2 elsewhere),
+// and a 128-row tile only above 64 rows. gfx90a (no FP8 matrix instructions) has no GEMM space.
+// The sm_90 spaces resolve these configs too (a pin may run the tile GEMM on sm_90), but hold none.
+constexpr const char* kTileGemmFamilies[] = {"sm_89", "gfx94x", "gfx950"};
+// The architecture whose tile space and heuristic a family uses: gfx942 for gfx94x.
+std::string TileGemmSpaceArch(absl::string_view family);
+// SMs (CUs) of a device by its name where the table knows it (L4, L40, L40S, RTX 4090, RTX 6000
+// Ada, MI300X, MI300A, MI308X, MI325X, MI350X, MI355X), else a typical count of its architecture.
+int TileGemmUnits(absl::string_view arch, absl::string_view device_name);
 
 }  // namespace kd
 

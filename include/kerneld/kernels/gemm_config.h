@@ -22,24 +22,27 @@ struct CpuGemmConfig {
   bool operator!=(const CpuGemmConfig& o) const { return !(*this == o); }
 };
 
-// The HIP GEMM (gfx90a, gfx94x). String form "bm128.bn128.bk128.nw4.st2" (autotune_space.h).
-struct HipGemmConfig {
-  int bm = 128;  // tile of D per workgroup: 64, 128 or 256 (bm*bn <= 256*128)
-  int bn = 128;
-  int bk = 128;  // K tile: 64 or 128 (divides the 128 scale block)
-  int nw = 4;    // wavefronts (64 lanes) per workgroup: 4 or 8
-  int st = 2;    // LDS pipeline stages: 1 or 2
+// The portable tile GEMM (kernels/gpu/tile_gemm/): the GEMM of NVIDIA devices with FP8 mma.sync
+// but no wgmma kernel (sm_89 and later, but sm_90) and of AMD devices with FP8 MFMA (gfx94x,
+// gfx950); on sm_90 it runs only when given this config (a pinned tune-cache entry). Its tile:
+// block_m x block_n outputs per CTA (workgroup), `stages` 128-deep K blocks in flight. String form
+// "tm128.tn128.ts3" (TileGemmConfigToString, kernels/gpu/tile_gemm/tile_gemm_config.h).
+struct TileGemmConfig {
+  int block_m = 128;  // 64 or 128
+  int block_n = 128;  // 64 or 128
+  int stages = 2;     // 2 or 3
 
-  bool operator==(const HipGemmConfig& o) const {
-    return bm == o.bm && bn == o.bn && bk == o.bk && nw == o.nw && st == o.st;
+  bool operator==(const TileGemmConfig& o) const {
+    return block_m == o.block_m && block_n == o.block_n && stages == o.stages;
   }
-  bool operator!=(const HipGemmConfig& o) const { return !(*this == o); }
+  bool operator!=(const TileGemmConfig& o) const { return !(*this == o); }
 };
 
 // std::monostate: the backend's heuristic default. GemmConfig: the sm_90a FP8 GEMM;
-// CublasLtGemmConfig: the same problem through cuBLASLt (both gemm_fp8_config.h).
+// CublasLtGemmConfig: the same problem through cuBLASLt (both gemm_fp8_config.h). TileGemmConfig:
+// the portable tile GEMM.
 using GemmKernelConfig =
-    std::variant<std::monostate, CpuGemmConfig, GemmConfig, HipGemmConfig, CublasLtGemmConfig>;
+    std::variant<std::monostate, CpuGemmConfig, GemmConfig, TileGemmConfig, CublasLtGemmConfig>;
 
 }  // namespace kd
 

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kerneld/kernels/tune_harness.h"
 
 namespace kd {
 namespace tile_gemm {
@@ -90,6 +91,50 @@ TileShape HeuristicTileShape(absl::string_view arch, int64_t rows, int64_t cols,
     return nvidia ? TileShape{128, 64, 3} : TileShape{64, 64, 2};
   }
   return fallback;
+}
+
+TileGemmConfig ToTileGemmConfig(const TileShape& shape) {
+  TileGemmConfig c;
+  c.block_m = shape.block_m;
+  c.block_n = shape.block_n;
+  c.stages = shape.stages;
+  return c;
+}
+
+TileShape ToTileShape(const TileGemmConfig& config) {
+  return TileShape{config.block_m, config.block_n, config.stages};
+}
+
+std::string TileGemmConfigToString(const TileGemmConfig& c) {
+  return absl::StrCat("tm", c.block_m, ".tn", c.block_n, ".ts", c.stages);
+}
+
+absl::StatusOr<TileGemmConfig> ParseTileGemmConfig(absl::string_view text) {
+  absl::StatusOr<std::vector<int64_t>> v = ParseConfigFieldValues(text, {"tm", "tn", "ts"});
+  if (!v.ok()) return v.status();
+  TileGemmConfig c;
+  c.block_m = static_cast<int>((*v)[0]);
+  c.block_n = static_cast<int>((*v)[1]);
+  c.stages = static_cast<int>((*v)[2]);
+  if ((*v)[0] != c.block_m || (*v)[1] != c.block_n || (*v)[2] != c.stages ||
+      TileGemmConfigToString(c) != text) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config \"", text, "\" is not in canonical form tm<M>.tn<N>.ts<S>"));
+  }
+  for (const char* arch : {"sm_90", "sm_89", "gfx942"}) {
+    if (TileGemmRuns(arch, c)) return c;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("config \"", text, "\" tm, tn, ts: no build of the tile gemm has a ", c.block_m,
+                   "x", c.block_n, " tile with ", c.stages, " stages"));
+}
+
+bool TileGemmRuns(absl::string_view arch, const TileGemmConfig& config) {
+  const TileShape shape = ToTileShape(config);
+  for (const TileShape& s : TileGemmSpace(arch)) {
+    if (s == shape) return true;
+  }
+  return false;
 }
 
 }  // namespace tile_gemm

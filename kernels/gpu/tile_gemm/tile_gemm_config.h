@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kerneld/kernels/gemm_config.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
 
 namespace kd {
@@ -41,6 +42,19 @@ std::vector<TileShape> TileGemmSpace(absl::string_view arch);
 // of TileGemmSpace(arch); {0, 0, 0} for an architecture without one.
 TileShape HeuristicTileShape(absl::string_view arch, int64_t rows, int64_t cols, int64_t groups,
                              int units);
+
+// ---- The typed config (TileGemmConfig, gemm_config.h) that the autotune spaces and the tune
+// ---- cache hold, and a GemmArgs carries to a backend.
+TileGemmConfig ToTileGemmConfig(const TileShape& shape);
+TileShape ToTileShape(const TileGemmConfig& config);
+// "tm128.tn128.ts3" for {128, 128, 3}: the autotune spaces' field syntax (autotune_space.h).
+std::string TileGemmConfigToString(const TileGemmConfig& config);
+// The inverse, canonical form only, of a shape some architecture's space holds (a pin may name
+// one its device does not run: the backend then runs the heuristic's shape). INVALID_ARGUMENT
+// naming the config and the field otherwise.
+absl::StatusOr<TileGemmConfig> ParseTileGemmConfig(absl::string_view text);
+// Whether a device of `arch` runs `config`: a member of TileGemmSpace(arch).
+bool TileGemmRuns(absl::string_view arch, const TileGemmConfig& config);
 
 }  // namespace tile_gemm
 }  // namespace kd

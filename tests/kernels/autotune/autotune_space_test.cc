@@ -11,6 +11,7 @@
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
+#include "kernels/gpu/tile_gemm/tile_gemm_config.h"
 
 namespace kd {
 namespace {
@@ -54,10 +55,13 @@ TEST(ConfigSpaceTest, ArchFamiliesGroupCompatibleArchitectures) {
   EXPECT_EQ(ArchFamily("sm_90a"), "sm_90");
   EXPECT_EQ(ArchFamily("gfx942"), "gfx94x");
   EXPECT_EQ(ArchFamily("gfx90a"), "gfx90a");
+  EXPECT_EQ(ArchFamily("gfx950"), "gfx950");
+  EXPECT_EQ(ArchFamily("sm_89"), "sm_89");
   EXPECT_EQ(ArchFamily("x86_64"), "cpu");
   EXPECT_EQ(ArchFamily("sm_100"), "sm_100");
   const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
   EXPECT_NE(r.Find("gemm", "nt", "gfx940"), nullptr);
+  EXPECT_EQ(r.Find("gemm", "nt", "gfx940"), r.Find("gemm", "nt", "gfx942"));
   EXPECT_NE(r.Find("gemm", "m_grouped_nt", "sm_90a"), nullptr);
   EXPECT_EQ(r.Find("gemm", "nt", "sm_100"), nullptr);
   EXPECT_EQ(r.Candidates(Key("sm_100", "nt", 1, 1, 128)).status().code(),
@@ -100,11 +104,11 @@ TEST(ConfigSpaceTest, ResolveGivesEachKernelItsOwnTypedConfig) {
   EXPECT_EQ(g.cluster, 2);
   EXPECT_EQ(g.raster_group, 16);
   EXPECT_EQ(g.num_ctas, 0);
-  const int32_t hip = r.Find("gemm", "nt", "gfx942")->kernel_version;
-  c = r.Resolve(Key("gfx942", "nt", 4096, 4096, 4096, hip), "bm128.bn256.bk64.nw8.st2");
+  const int32_t tile = r.Find("gemm", "nt", "gfx942")->kernel_version;
+  c = r.Resolve(Key("gfx942", "nt", 4096, 4096, 4096, tile), "tm64.tn128.ts2");
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(std::holds_alternative<HipGemmConfig>(*c));
-  EXPECT_EQ(std::get<HipGemmConfig>(*c).bn, 256);
+  ASSERT_TRUE(std::holds_alternative<TileGemmConfig>(*c));
+  EXPECT_EQ(std::get<TileGemmConfig>(*c), (TileGemmConfig{64, 128, 2}));
   // The default, resolved, is the heuristic's typed config.
   const TuneKey key = Key("sm_90", "nt", 4096, 7168, 8192, sm90);
   c = r.DefaultConfig(key);
@@ -308,17 +312,211 @@ TEST(ConfigSpaceTest, Sm90CandidatesSkipClustersAndRasterBandsAProblemCannotUse)
   EXPECT_EQ(large->size(), r.Find("gemm", "nt", "sm_90")->configs.size());
 }
 
-TEST(ConfigSpaceTest, EveryHipAndCpuConfigRoundTripsThroughItsParser) {
+TEST(ConfigSpaceTest, EveryTileAndCpuConfigRoundTripsThroughItsParser) {
   const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
-  for (const std::string& c : r.Find("gemm", "nt", "gfx942")->configs) {
-    EXPECT_EQ(FormatHipGemmConfig(*ParseHipGemmConfig(c)), c);
+  for (const char* family : kTileGemmFamilies) {
+    for (const std::string& c : r.Find("gemm", "nt", TileGemmSpaceArch(family))->configs) {
+      EXPECT_EQ(tile_gemm::TileGemmConfigToString(*tile_gemm::ParseTileGemmConfig(c)), c);
+    }
   }
   for (const std::string& c : r.Find("gemm", "nt", "x86_64")->configs) {
     EXPECT_EQ(FormatCpuGemmConfig(*ParseCpuGemmConfig(c)), c);
   }
-  EXPECT_EQ(ParseHipGemmConfig("bm128.bn128.bk32.nw4.st2").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  // Not canonical, or a tile no build of the kernel has.
+  for (const char* bad : {"tm128.tn128", "tm0128.tn128.ts2", "tn128.tm128.ts2", "tm256.tn128.ts2",
+                          "tm128.tn128.ts4", "tm64.tn64.ts3", "128x128s2"}) {
+    EXPECT_EQ(tile_gemm::ParseTileGemmConfig(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
   EXPECT_EQ(ParseCpuGemmConfig("tn48").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- One space per architecture, never widened by another's ------------------------------------
+
+constexpr const char* kGemmVariants[] = {"nt", "nn", "tn", "m_grouped_nt", "k_grouped_tn"};
+
+// Which kernel a config string belongs to, by the space that declares it.
+enum class Family { kCpu, kWgmma, kTile, kOther };
+Family FamilyOfConfig(absl::string_view c) {
+  if (ParseGemmConfig(c).ok()) return Family::kWgmma;
+  if (tile_gemm::ParseTileGemmConfig(c).ok()) return Family::kTile;
+  if (ParseCpuGemmConfig(c).ok()) return Family::kCpu;
+  return Family::kOther;
+}
+
+TEST(ConfigSpaceTest, EachArchitectureHoldsOnlyItsOwnKernelsConfigs) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  struct Arch {
+    const char* arch;
+    Family family;
+  };
+  for (const Arch& a : {Arch{"sm_90", Family::kWgmma}, Arch{"sm_89", Family::kTile},
+                        Arch{"gfx942", Family::kTile}, Arch{"gfx950", Family::kTile}}) {
+    for (const char* variant : kGemmVariants) {
+      SCOPED_TRACE(std::string(a.arch) + "/" + variant);
+      const ConfigSpace* space = r.Find("gemm", variant, a.arch);
+      if (space == nullptr) {
+        EXPECT_TRUE(a.family == Family::kWgmma && std::string(variant) == "nn");
+        continue;
+      }
+      for (const std::string& c : space->configs) EXPECT_EQ(FamilyOfConfig(c), a.family) << c;
+      // The default of every shape is one of the space's own candidates.
+      for (int64_t m : {1, 64, 65, 128, 4096, 65536}) {
+        for (int64_t n : {128, 7168}) {
+          TuneKey key = Key(a.arch, variant, m, n, 2048);
+          if (std::string(a.arch) == "gfx942") key.dtypes = "e4m3fnuz.e4m3fnuz>bf16";
+          const std::string def = space->heuristic(key);
+          EXPECT_EQ(std::count(space->configs.begin(), space->configs.end(), def), 1) << def;
+          absl::StatusOr<std::vector<std::string>> candidates = r.Candidates(key);
+          ASSERT_TRUE(candidates.ok()) << candidates.status();
+        }
+      }
+    }
+  }
+}
+
+TEST(ConfigSpaceTest, TileSpacesAreTheKernelsSpaceOfTheirArchitecture) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  for (const char* arch : {"sm_89", "gfx942", "gfx950"}) {
+    std::vector<std::string> want;
+    for (const tile_gemm::TileShape& s : tile_gemm::TileGemmSpace(arch)) {
+      want.push_back(tile_gemm::TileGemmConfigToString(tile_gemm::ToTileGemmConfig(s)));
+    }
+    for (const char* variant : kGemmVariants) {
+      EXPECT_EQ(r.Find("gemm", variant, arch)->configs, want) << arch << "/" << variant;
+    }
+  }
+  // sm_89's shapes fit its 99 KB of shared memory per block: Hopper's 3-stage 128x128 is not
+  // among them.
+  EXPECT_EQ(r.Find("gemm", "nt", "sm_89")->configs,
+            (std::vector<std::string>{"tm128.tn128.ts2", "tm64.tn128.ts3", "tm128.tn64.ts3"}));
+  EXPECT_EQ(r.Find("gemm", "nt", "gfx942")->configs,
+            (std::vector<std::string>{"tm128.tn64.ts2", "tm64.tn128.ts2", "tm64.tn64.ts2"}));
+}
+
+TEST(ConfigSpaceTest, TileDefaultIsTheKernelsHeuristic) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  struct Case {
+    const char* arch;
+    const char* device;
+    int units;
+  };
+  for (const Case& c :
+       {Case{"sm_89", "NVIDIA L40S", 142}, Case{"sm_89", "NVIDIA L4", 58},
+        Case{"sm_89", "NVIDIA GeForce RTX 4090", 128}, Case{"gfx942", "AMD Instinct MI300X", 304},
+        Case{"gfx950", "AMD Instinct MI355X", 256}}) {
+    EXPECT_EQ(TileGemmUnits(c.arch, c.device), c.units) << c.device;
+    for (const char* variant : kGemmVariants) {
+      for (int64_t m : {64, 512, 4096}) {
+        TuneKey key = Key(c.arch, variant, m, 4096, 4096);
+        key.device = c.device;
+        key.groups = 4;
+        const tile_gemm::TileShape want = tile_gemm::HeuristicTileShape(
+            c.arch, m, 4096, std::string(variant) == "k_grouped_tn" ? 4 : 1, c.units);
+        EXPECT_EQ(*r.Default(key),
+                  tile_gemm::TileGemmConfigToString(tile_gemm::ToTileGemmConfig(want)))
+            << c.device << " " << variant << " m=" << m;
+      }
+    }
+  }
+  // 4096x4096 is 1024 tiles of 128x64 on 304 CUs, 256 of 128x128 on an L4's 58 SMs: each keeps
+  // its space's first shape; 512x512 has fewer tiles than an L40S has SMs: narrower tiles.
+  EXPECT_EQ(*r.Default(Key("sm_89", "nt", 4096, 4096, 4096)), "tm128.tn128.ts2");
+  EXPECT_EQ(*r.Default(Key("gfx942", "nt", 4096, 4096, 4096)), "tm128.tn64.ts2");
+  TuneKey small = Key("sm_89", "nt", 512, 512, 4096);
+  small.device = "NVIDIA L40S";
+  EXPECT_EQ(*r.Default(small), "tm128.tn64.ts3");
+  EXPECT_EQ(*r.Default(Key("sm_89", "nt", 64, 4096, 4096)), "tm64.tn128.ts3");
+}
+
+TEST(ConfigSpaceTest, TileCandidatesApplyOnlyToFormatsTheMatrixCoresRead) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  TuneKey fnuz = Key("gfx942", "nt", 4096, 4096, 4096);
+  fnuz.dtypes = "e4m3fnuz.e4m3fnuz>bf16";
+  EXPECT_EQ(r.Candidates(fnuz)->size(), 3u);
+  // MI300's MFMA reads e4m3fnuz: an OCP key has nothing to measure there.
+  EXPECT_TRUE(r.Candidates(Key("gfx942", "nt", 4096, 4096, 4096))->empty());
+  // gfx950 and NVIDIA read the OCP formats, never e4m3fnuz.
+  EXPECT_EQ(r.Candidates(Key("gfx950", "nt", 4096, 4096, 4096))->size(), 3u);
+  TuneKey fnuz950 = fnuz;
+  fnuz950.arch = "gfx950";
+  EXPECT_TRUE(r.Candidates(fnuz950)->empty());
+  TuneKey fnuz89 = fnuz;
+  fnuz89.arch = "sm_89";
+  EXPECT_TRUE(r.Candidates(fnuz89)->empty());
+  TuneKey e5m2 = Key("sm_89", "tn", 4096, 4096, 4096);
+  e5m2.dtypes = "e4m3fn.e5m2>f32";
+  EXPECT_EQ(r.Candidates(e5m2)->size(), 3u);
+  // At most 64 rows: no 128-row tile.
+  EXPECT_EQ(*r.Candidates(Key("sm_89", "nt", 64, 4096, 4096)),
+            (std::vector<std::string>{"tm64.tn128.ts3"}));
+}
+
+TEST(ConfigSpaceTest, Gfx90aHasNoGemmSpace) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  for (const char* variant : kGemmVariants) {
+    EXPECT_EQ(r.Find("gemm", variant, "gfx90a"), nullptr) << variant;
+    EXPECT_EQ(r.Candidates(Key("gfx90a", variant, 4096, 4096, 4096)).status().code(),
+              absl::StatusCode::kNotFound);
+  }
+  // Nor sm_80 or sm_86 (no FP8 matrix instructions).
+  EXPECT_EQ(r.Find("gemm", "nt", "sm_80"), nullptr);
+  EXPECT_EQ(r.Find("gemm", "nt", "sm_86"), nullptr);
+}
+
+// FNV-1a of the configs in order, '\n'-separated: a change of any candidate or of their order
+// changes it.
+uint64_t Digest(const std::vector<std::string>& configs) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string& c : configs) {
+    for (const char ch : c + "\n") h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  }
+  return h;
+}
+
+// sm_90's space is the wgmma kernel's as main defines it: another family's configs never widen
+// it (a tile config resolves there only for a pin).
+TEST(ConfigSpaceTest, Sm90SpaceIsPinned) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  struct Pinned {
+    const char* variant;
+    size_t size;
+    uint64_t digest;
+  };
+  for (const Pinned& p :
+       {Pinned{"nt", 42, 11506671945750427217ull}, Pinned{"tn", 42, 11506671945750427217ull},
+        Pinned{"m_grouped_nt", 42, 11506671945750427217ull},
+        Pinned{"k_grouped_tn", 27, 7593726371243740311ull}}) {
+    const ConfigSpace* space = r.Find("gemm", p.variant, "sm_90");
+    ASSERT_NE(space, nullptr) << p.variant;
+    EXPECT_EQ(space->configs.size(), p.size) << p.variant;
+    EXPECT_EQ(Digest(space->configs), p.digest) << p.variant;
+    EXPECT_EQ(space->kernel_version, 16) << p.variant;
+  }
+  EXPECT_EQ(r.Find("gemm", "nn", "sm_90"), nullptr);
+}
+
+TEST(ConfigSpaceTest, Sm90ResolvesATileConfigForAPinButNeverOffersOne) {
+  const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
+  const int32_t v = r.Find("gemm", "nt", "sm_90")->kernel_version;
+  const TuneKey key = Key("sm_90", "nt", 4096, 4096, 4096, v);
+  absl::StatusOr<GemmKernelConfig> c = r.Resolve(key, "tm128.tn128.ts3");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(std::get<TileGemmConfig>(*c), (TileGemmConfig{128, 128, 3}));
+  EXPECT_EQ(r.Resolve(key, "tm96.tn128.ts3").status().code(), absl::StatusCode::kInvalidArgument);
+  const absl::StatusOr<std::vector<std::string>> candidates = r.Candidates(key);
+  ASSERT_TRUE(candidates.ok()) << candidates.status();
+  for (const std::string& cand : *candidates) {
+    EXPECT_FALSE(tile_gemm::ParseTileGemmConfig(cand).ok()) << cand;
+  }
+  EXPECT_TRUE(std::holds_alternative<GemmConfig>(*r.DefaultConfig(key)));
+  // sm_89 takes no wgmma config: the kernel does not run there.
+  const int32_t tile = r.Find("gemm", "nt", "sm_89")->kernel_version;
+  EXPECT_EQ(r.Resolve(Key("sm_89", "nt", 4096, 4096, 4096, tile), "bm128.bn128.s6.c1.r8.p0")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ConfigSpaceTest, CheckEntryNamesWhyAnEntryCannotBeServed) {

@@ -39,6 +39,9 @@
 #include "kernels/cuda/ipc_mappings.h"
 #include "kernels/cuda/kernel_timer.h"
 #include "kernels/cuda/quantize_dispatch.h"
+#include "kernels/gpu/gemm_dispatch.h"
+#include "kernels/gpu/tile_gemm/tile_gemm.h"
+#include "kernels/gpu/tile_gemm/tile_gemm_args.h"
 
 namespace kd {
 namespace {
@@ -253,6 +256,27 @@ absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_R
     KD_ASSIGN_OR_RETURN(scratch, s.Scratch(bytes));
   }
   return LaunchGemmWithFallback(g, g.config, sms, s.stream(), scratch);
+}
+
+// ---- Which GEMM runs: the one place the backend asks (ChooseGemmKernel, kernels/gpu/
+// gemm_dispatch.h): the wgmma kernel on sm_90, the portable tile GEMM on the other devices with
+// FP8 matrix instructions (and on sm_90 for a TileGemmConfig), UNIMPLEMENTED elsewhere.
+// This backend always links the sm_90a kernel (kerneld_cuda_gemm).
+constexpr bool kWgmmaBuilt = true;
+
+absl::Status SupportsGemmOn(const GemmArgs& g, const DeviceProperties& p) {
+  KD_ASSIGN_OR_RETURN(const GemmKernel kernel,
+                      ChooseGemmKernel(p.arch, p.name, g.config, kWgmmaBuilt));
+  if (kernel == GemmKernel::kTile) return tile_gemm::TileGemmSupports(g, p.arch);
+  return CudaSupportsGemmFp8(g);
+}
+
+absl::Status RunGemmOn(const GemmArgs& g, const DeviceProperties& p, CudaStream& s)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+  KD_ASSIGN_OR_RETURN(const GemmKernel kernel,
+                      ChooseGemmKernel(p.arch, p.name, g.config, kWgmmaBuilt));
+  if (kernel == GemmKernel::kTile) return tile_gemm::LaunchTileGemmConfig(g, g.config, s.stream());
+  return LaunchGemm(g, s);
 }
 
 class CudaBackend : public Backend {
@@ -524,18 +548,15 @@ class CudaBackend : public Backend {
   absl::Status SupportsOp(const QuantizeArgs&) const { return absl::OkStatus(); }
   absl::Status SupportsOp(const PadArgs&) const { return absl::OkStatus(); }
   absl::Status SupportsOp(const UnpadArgs&) const { return absl::OkStatus(); }
+  // The op's device (where its output is); Run checks every tensor is on the stream's.
   absl::Status SupportsOp(const GemmArgs& g) const {
-    for (const DeviceProperties& p : properties_) {
-      if (p.arch != "sm_90") {
-        return absl::UnimplementedError(
-            absl::StrCat("the cuda gemm needs an sm_90 (Hopper) device; ", p.name, " is ", p.arch));
-      }
-    }
-    return CudaSupportsGemmFp8(g);
+    const int device = g.d.loc.device;
+    if (device < 0 || device >= device_count_) return CheckDevice(device);
+    return SupportsGemmOn(g, properties_[device]);
   }
 
   absl::Status Launch(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    return LaunchGemm(g, s);
+    return RunGemmOn(g, properties_[s.device()], s);
   }
 
   absl::Status Launch(const QuantizeArgs& q, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {

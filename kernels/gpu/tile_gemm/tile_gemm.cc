@@ -1,5 +1,9 @@
 #include "kernels/gpu/tile_gemm/tile_gemm.h"
 
+#include <atomic>
+#include <cstdio>
+#include <variant>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_args.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_config.h"
@@ -11,6 +15,18 @@ namespace {
 
 absl::Status RuntimeError(absl::string_view what, cudaError_t err) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+}
+
+std::atomic<uint64_t> config_fallbacks{0};
+
+void CountConfigFallback(const TileGemmConfig& config, absl::string_view arch) {
+  const uint64_t n = config_fallbacks.fetch_add(1) + 1;
+  if ((n & (n - 1)) == 0) {
+    const std::string line =
+        absl::StrCat("kerneld: tile gemm config \"", TileGemmConfigToString(config),
+                     "\" does not run on ", arch, ", the heuristic's tile runs (", n, " so far)");
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 }  // namespace
@@ -79,6 +95,21 @@ absl::Status LaunchTileGemm(const GemmArgs& args, const TileShape& shape, cudaSt
   }
   return LaunchTileGemm(*p, chosen, stream);
 }
+
+absl::Status LaunchTileGemmConfig(const GemmArgs& args, const GemmKernelConfig& config,
+                                  cudaStream_t stream) {
+  const TileGemmConfig* tile = std::get_if<TileGemmConfig>(&config);
+  if (tile == nullptr) return LaunchTileGemm(args, TileShape{}, stream);
+  const absl::StatusOr<TileDevice> device = CurrentTileDevice();
+  if (!device.ok()) return device.status();
+  if (!TileGemmRuns(device->arch, *tile)) {
+    CountConfigFallback(*tile, device->arch);
+    return LaunchTileGemm(args, TileShape{}, stream);
+  }
+  return LaunchTileGemm(args, ToTileShape(*tile), stream);
+}
+
+uint64_t TileGemmConfigFallbacks() { return config_fallbacks.load(); }
 
 }  // namespace tile_gemm
 }  // namespace kd

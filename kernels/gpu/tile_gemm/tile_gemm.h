@@ -9,10 +9,12 @@
 #ifndef KERNELD_KERNELS_GPU_TILE_GEMM_TILE_GEMM_H_
 #define KERNELD_KERNELS_GPU_TILE_GEMM_TILE_GEMM_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/ops.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
 #include "kernels/gpu/vendor.h"
@@ -39,6 +41,17 @@ absl::Status LaunchTileGemm(const Params& p, const TileShape& shape, cudaStream_
 // TileGemmParams (tile_gemm_args.h), then LaunchTileGemm with `shape`, or with the heuristic's
 // shape when `shape` is {0, 0, 0}.
 absl::Status LaunchTileGemm(const GemmArgs& args, const TileShape& shape, cudaStream_t stream);
+
+// A backend's launch of `args` (validated; device pointers of the current device) with the config
+// it carries: a TileGemmConfig the device runs (TileGemmRuns) runs as given; std::monostate or
+// another kernel's config runs the heuristic's shape; so does a tile the device does not run (a
+// pin made for another architecture), counted and logged to stderr the first time and then at
+// every power of two. Statuses as LaunchTileGemm's.
+absl::Status LaunchTileGemmConfig(const GemmArgs& args, const GemmKernelConfig& config,
+                                  cudaStream_t stream);
+// How many launches LaunchTileGemmConfig ran the heuristic's shape instead of a tile it was given,
+// since the process started.
+uint64_t TileGemmConfigFallbacks();
 
 }  // namespace tile_gemm
 }  // namespace kd

@@ -4,7 +4,8 @@
 // clusters, ragged edges) and its determinism; NN (run as NT on a
 // transposed copy of W) also through the CUDA backend
 // (the stream's scratch), bit for bit against NT on a host-transposed W, and the transpose alone
-// byte for byte. Needs an sm_90 GPU (ctest label gpu).
+// byte for byte; the portable tile GEMM through the CUDA backend (its config forced on sm_90).
+// Needs an sm_90 GPU (the tile GEMM cases: sm_89 or later; ctest label gpu).
 //
 // Budget (GPU vs CPU): the tensor core sums FP8 products inside a 128-wide block with fewer bits
 // than fp32 (about 14 kept, by DeepSeek-V3's report for Hopper), which is why the kernel promotes
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -42,6 +44,7 @@
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm/transpose_fp8.h"
+#include "kernels/gpu/tile_gemm/tile_gemm.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 #include "tests/support/run_op.h"
 
@@ -1647,6 +1650,152 @@ TEST(GemmCudaCublasLtTest, ThroughTheCudaBackendMatchesCpuBackend) {
   EXPECT_EQ(GemmConfigFallbacks(), fallbacks);
 }
 #endif
+
+// ---- The portable tile GEMM through the CUDA backend (kernels/gpu/gemm_dispatch.h): on sm_90 it
+// runs for a GemmArgs carrying a TileGemmConfig, what a pinned tune-cache entry hands the backend;
+// on the other devices with FP8 mma.sync (sm_89 and later) for every GEMM. Same budget as the
+// wgmma kernel's (the header above): the m16n8k32 tensor-core op accumulates a 32-wide slice
+// inside the hardware as wgmma does, and each 128-block is promoted in fp32 outside it.
+
+// A device with FP8 mma.sync (sm_89 or later).
+bool HaveFp8Mma() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
+  cudaDeviceProp prop;
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major * 10 + prop.minor >= 89;
+}
+
+// Through Backend::Run with `config` set on the op, then Synchronize.
+GpuRun ThroughBackend(Backend& gpu, Stream& stream, const GemmKernelConfig& config) {
+  return [&gpu, &stream, config](const GemmArgs& args) {
+    GemmArgs with = args;
+    with.config = config;
+    const absl::Status ran = RunOp(gpu, Op(with), stream, nullptr);
+    if (!ran.ok()) return ran;
+    return gpu.Synchronize(stream);
+  };
+}
+
+// One problem of `variant` with ragged M and N (tails in every tile dimension), several K blocks.
+HostOp MakeTileCase(GemmVariant variant, const Mix& mix, std::mt19937_64& rng) {
+  switch (variant) {
+    case GemmVariant::kMGroupedNT:
+      return MakeMGrouped({37, 37, 300, 301, 700, 1024}, 200, 512, mix, rng);
+    case GemmVariant::kKGroupedTN:
+      return MakeKGrouped({128, 128, 512, 1024}, 200, 136, mix, rng);
+    default:
+      return MakeDense(variant, 200, 264, 384, mix, rng);
+  }
+}
+
+struct TileCase {
+  const char* name;
+  GemmVariant variant;
+  TileGemmConfig config;
+};
+
+class GemmCudaBackendTileTest : public ::testing::TestWithParam<TileCase> {};
+
+TEST_P(GemmCudaBackendTileTest, MatchesCpuBackendWithinBudget) {
+  if (!HaveFp8Mma()) GTEST_SKIP() << "no GPU with FP8 mma.sync (sm_89 or later)";
+  const TileCase& c = GetParam();
+  std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
+  ASSERT_NE(gpu, nullptr);
+  auto stream = gpu->CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const uint64_t fallbacks = tile_gemm::TileGemmConfigFallbacks();
+  for (const Mix& mix : GpuMixes()) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << mix.name << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = MakeTileCase(c.variant, mix, rng);
+    CheckAgainstCpu(op, ThroughBackend(*gpu, **stream, c.config));
+  }
+  // Every shape of sm_90's tile space runs as given on an H100 (sm_89 runs all but 128x128s3).
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (prop.major == 9) EXPECT_EQ(tile_gemm::TileGemmConfigFallbacks(), fallbacks);
+}
+
+std::vector<TileCase> TileCases() {
+  struct Variant {
+    const char* name;
+    GemmVariant variant;
+  };
+  struct Tile {
+    const char* name;
+    TileGemmConfig config;
+  };
+  static const Variant kVariants[] = {{"nt", GemmVariant::kNT},
+                                      {"nn", GemmVariant::kNN},
+                                      {"tn", GemmVariant::kTN},
+                                      {"m_grouped_nt", GemmVariant::kMGroupedNT},
+                                      {"k_grouped_tn", GemmVariant::kKGroupedTN}};
+  // sm_90's tile space (tile_gemm::TileGemmSpace("sm_90")).
+  static const Tile kTiles[] = {{"tm128_tn128_ts3", {128, 128, 3}},
+                                {"tm128_tn128_ts2", {128, 128, 2}},
+                                {"tm64_tn128_ts3", {64, 128, 3}},
+                                {"tm128_tn64_ts3", {128, 64, 3}}};
+  std::vector<TileCase> out;
+  static std::vector<std::string> names;
+  names.reserve(std::size(kVariants) * std::size(kTiles));
+  for (const Variant& v : kVariants) {
+    for (const Tile& t : kTiles) {
+      names.push_back(absl::StrCat(v.name, "_", t.name));
+      out.push_back(TileCase{names.back().c_str(), v.variant, t.config});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(VariantsAndTiles, GemmCudaBackendTileTest,
+                         ::testing::ValuesIn(TileCases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// No config: sm_90 runs the wgmma kernel, an sm_89 device the tile GEMM's heuristic shape; either
+// way within budget. A tile the device does not run (AMD's 64x64 two-stage tile) runs the
+// heuristic's shape instead, counted, and the op still succeeds.
+TEST(GemmCudaTest, BackendRunsItsDefaultAndReplacesATileTheDeviceDoesNotRun) {
+  if (!HaveFp8Mma()) GTEST_SKIP() << "no GPU with FP8 mma.sync (sm_89 or later)";
+  std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
+  ASSERT_NE(gpu, nullptr);
+  auto stream = gpu->CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const Mix mix = GpuMixes()[0];
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  HostOp op = MakeDense(GemmVariant::kNT, 200, 264, 384, mix, rng);
+  CheckAgainstCpu(op, ThroughBackend(*gpu, **stream, GemmKernelConfig{}));
+  const uint64_t fallbacks = tile_gemm::TileGemmConfigFallbacks();
+  CheckAgainstCpu(op, ThroughBackend(*gpu, **stream, TileGemmConfig{64, 64, 2}));
+  EXPECT_EQ(tile_gemm::TileGemmConfigFallbacks(), fallbacks + 1);
+}
+
+// The tile GEMM's own rules reach the client through the backend: e4m3fnuz (MI300's format) is
+// FAILED_PRECONDITION on NVIDIA's matrix cores, more groups than the kernel's table UNIMPLEMENTED.
+TEST(GemmCudaTest, BackendAnswersTheTileGemmsRefusalsWithTheirCodes) {
+  if (!HaveFp8Mma()) GTEST_SKIP() << "no GPU with FP8 mma.sync (sm_89 or later)";
+  std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
+  ASSERT_NE(gpu, nullptr);
+  std::mt19937_64 rng(7);
+  HostOp op = MakeDense(GemmVariant::kNT, 128, 128, 128, GpuMixes()[0], rng);
+  std::vector<std::unique_ptr<DeviceTensor>> dev;
+  for (const HostTensor& h : op.tensors) dev.push_back(std::make_unique<DeviceTensor>(h));
+  GemmArgs g = op.args;
+  g.a = dev[0]->t;
+  g.a_scales = dev[1]->t;
+  g.b = dev[2]->t;
+  g.b_scales = dev[3]->t;
+  g.d = dev[4]->t;
+  g.config = TileGemmConfig{128, 128, 2};
+  EXPECT_TRUE(SupportsOp(*gpu, Op(g)).ok());
+  g.a.dtype = DType::kE4M3FNUZ;
+  g.b.dtype = DType::kE4M3FNUZ;
+  const absl::Status fnuz = SupportsOp(*gpu, Op(g));
+  EXPECT_EQ(fnuz.code(), absl::StatusCode::kFailedPrecondition) << fnuz;
+  EXPECT_NE(std::string(fnuz.message()).find("e4m3fnuz"), std::string::npos) << fnuz;
+}
 
 }  // namespace
 }  // namespace gemm_test

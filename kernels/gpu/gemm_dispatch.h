@@ -1,0 +1,39 @@
+// Which GEMM kernel a GPU backend runs on a device, by its architecture: the one decision, as a
+// pure function (no vendor runtime), that the backend's Supports and Run both ask.
+//
+//   sm_90 (sm_90a), when the build has it   the wgmma kernel (kernels/cuda/gemm), its default;
+//                                           the tile GEMM only for a TileGemmConfig (a pin)
+//   NVIDIA sm_89 and later, AMD gfx94x and  the portable tile GEMM (kernels/gpu/tile_gemm): FP8
+//   gfx950; sm_90 without the wgmma kernel  mma.sync or MFMA; any other kernel's config runs the
+//                                           tile heuristic's shape
+//   anything else (sm_80, sm_86, gfx90a)    UNIMPLEMENTED: no FP8 matrix instructions
+//
+// What each kernel then takes (variants, formats, layouts) is its own Supports: CudaSupportsGemmFp8
+// (kernels/cuda/gemm/gemm_fp8.h) and tile_gemm::TileGemmSupports (tile_gemm_args.h), which
+// answers FAILED_PRECONDITION for an operand format the device's matrix cores do not read.
+#ifndef KERNELD_KERNELS_GPU_GEMM_DISPATCH_H_
+#define KERNELD_KERNELS_GPU_GEMM_DISPATCH_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kerneld/kernels/gemm_config.h"
+
+namespace kd {
+
+enum class GemmKernel : uint8_t {
+  kWgmma = 0,  // the sm_90a wgmma/TMA kernel
+  kTile = 1,   // the portable tile GEMM
+};
+
+// The kernel that runs a GEMM carrying `config` on a device of architecture `arch` (as the
+// backend reports it: "sm_90", "sm_89", "gfx942") named `device_name` (for the message), where
+// `wgmma_built` says whether this build has the sm_90a kernel. UNIMPLEMENTED naming the device
+// and its architecture when it has no FP8 matrix instructions either kernel uses.
+absl::StatusOr<GemmKernel> ChooseGemmKernel(absl::string_view arch, absl::string_view device_name,
+                                            const GemmKernelConfig& config, bool wgmma_built);
+
+}  // namespace kd
+
+#endif  // KERNELD_KERNELS_GPU_GEMM_DISPATCH_H_

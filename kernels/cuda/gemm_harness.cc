@@ -1,4 +1,4 @@
-// The CUDA backend's tuning harness for the sm_90a FP8 GEMM (see gemm_harness.h).
+// The CUDA backend's tuning harness for its FP8 GEMMs (see gemm_harness.h).
 #include "kernels/cuda/gemm_harness.h"
 
 #include <cuda_runtime_api.h>
@@ -18,6 +18,8 @@
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm_harness_kernels.h"
+#include "kernels/gpu/tile_gemm/tile_gemm.h"
+#include "kernels/gpu/tile_gemm/tile_gemm_config.h"
 
 namespace kd {
 namespace {
@@ -268,6 +270,11 @@ class CudaGemmHarness : public TuneHarness {
         args.b_scales = MakeTensor(s.b_scales.get(), DType::kF32, {dims_.n, kb}, dev);
         args.d = MakeTensor(d, dims_.d_dtype, {dims_.groups, dims_.m, dims_.n}, dev);
         break;
+      case GemmVariant::kNN:  // b (K, N) and its 128x128 scales (K/128, N/128): fewer bytes
+        args.b = MakeTensor(s.b.get(), DType::kE4M3FN, {dims_.k, dims_.n}, dev);
+        args.b_scales = MakeTensor(s.b_scales.get(), DType::kF32, {kb, CeilDiv(dims_.n, 128)}, dev);
+        args.d = MakeTensor(d, dims_.d_dtype, {dims_.m, dims_.n}, dev);
+        break;
       default:
         args.b = MakeTensor(s.b.get(), DType::kE4M3FN, {dims_.n, dims_.k}, dev);
         args.b_scales = MakeTensor(s.b_scales.get(), DType::kF32, {dims_.b_scale_rows(), kb}, dev);
@@ -291,7 +298,12 @@ class CudaGemmHarness : public TuneHarness {
       scratch = scratch_.get();
     }
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(start_, stream_));
-    KD_RETURN_IF_ERROR(LaunchGemmConfig(args, c, stream_, scratch));
+    if (const auto* tile = std::get_if<TileGemmConfig>(&c)) {
+      // Exactly this tile, no fallback: a tile the device cannot run fails its candidate.
+      KD_RETURN_IF_ERROR(tile_gemm::LaunchTileGemm(args, tile_gemm::ToTileShape(*tile), stream_));
+    } else {
+      KD_RETURN_IF_ERROR(LaunchGemmConfig(args, c, stream_, scratch));
+    }
     KD_GPU_RETURN_IF_ERROR(cudaEventRecord(end_, stream_));
     KD_GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
@@ -336,6 +348,13 @@ absl::StatusOr<GemmKernelConfig> ResolveSm90GemmConfig(absl::string_view text) {
   return GemmKernelConfig(*config);
 }
 
+// A config of a tile GEMM space (sm_89 and the other NVIDIA families without the wgmma kernel).
+absl::StatusOr<GemmKernelConfig> ResolveTileConfig(absl::string_view text) {
+  absl::StatusOr<TileGemmConfig> config = tile_gemm::ParseTileGemmConfig(text);
+  if (!config.ok()) return config.status();
+  return GemmKernelConfig(*config);
+}
+
 absl::Status Invalid(const TuneKey& key, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("key ", key.ToString(), " cannot be tuned on cuda: ", why));
@@ -345,12 +364,18 @@ absl::Status Invalid(const TuneKey& key, absl::string_view why) {
 
 absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
     const TuneKey& key, const CudaGemmHarnessOptions& options) {
-  if (key.op != "gemm" || ArchFamily(key.arch) != "sm_90") {
-    return Invalid(key, "not an sm_90 gemm key");
+  // sm_90 keys tune the wgmma kernel (and cuBLASLt); keys of the other NVIDIA architectures with
+  // FP8 mma.sync (sm_89 on) tune the tile GEMM, NN included.
+  const bool sm90 = ArchFamily(key.arch) == "sm_90";
+  const bool tile = !sm90 && tile_gemm::FamilyOf(key.arch) == tile_gemm::ArchFamily::kNvidia;
+  if (key.op != "gemm" || (!sm90 && !tile)) {
+    return Invalid(key, "not a gemm key of an NVIDIA architecture with FP8 matrix instructions");
   }
   Dims dims;
   if (key.variant == "nt")
     dims.variant = GemmVariant::kNT;
+  else if (key.variant == "nn" && tile)
+    dims.variant = GemmVariant::kNN;
   else if (key.variant == "tn")
     dims.variant = GemmVariant::kTN;
   else if (key.variant == "m_grouped_nt")
@@ -358,7 +383,8 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
   else if (key.variant == "k_grouped_tn")
     dims.variant = GemmVariant::kKGroupedTN;
   else
-    return Invalid(key, "variant must be nt, tn, m_grouped_nt or k_grouped_tn");
+    return Invalid(key, tile ? "variant must be nt, nn, tn, m_grouped_nt or k_grouped_tn"
+                             : "variant must be nt, tn, m_grouped_nt or k_grouped_tn");
   if (key.dtypes == "e4m3fn.e4m3fn>bf16")
     dims.d_dtype = DType::kBF16;
   else if (key.dtypes == "e4m3fn.e4m3fn>f32")
@@ -377,11 +403,12 @@ absl::StatusOr<std::unique_ptr<TuneHarness>> CreateCudaGemmHarness(
   dims.k = key.k;
   dims.groups = key.groups;
   if (options.reference_config.empty()) return Invalid(key, "reference_config is required");
-  KD_RETURN_IF_ERROR(ResolveSm90GemmConfig(options.reference_config).status());
+  const auto resolve = tile ? &ResolveTileConfig : &ResolveSm90GemmConfig;
+  KD_RETURN_IF_ERROR(resolve(options.reference_config).status());
   // Outputs are checked against the reference the tuner passes (the space's default: the sm_90a
   // kernel's heuristic config, or cuBLASLt's for a tn key that defaults to it).
-  auto harness = std::make_unique<CudaGemmHarness>(dims, options.reference_config,
-                                                   &ResolveSm90GemmConfig, options);
+  auto harness =
+      std::make_unique<CudaGemmHarness>(dims, options.reference_config, resolve, options);
   KD_RETURN_IF_ERROR(harness->Init());
   return std::unique_ptr<TuneHarness>(std::move(harness));
 }

@@ -1,6 +1,7 @@
 // The FP8 GEMM through the CUDA backend (with the config the daemon gives it, and the fallback
 // for a bad one) against the CPU backend, and the GPU tuning harness under the real tuner.
-// Label gpu: the device tests skip where no sm_90 device exists; the key checks run anywhere.
+// Label gpu: the device tests skip where no sm_90 device exists (the tile GEMM's sm_89 space: no
+// sm_89 or sm_90 device); the key checks run anywhere.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -274,6 +276,45 @@ TEST(CudaGemmHarnessTest, CublasLtCandidatesOfATnKeyMatchTheKernel) {
   EXPECT_GE(ran, 1);
 }
 
+// The tile GEMM's space of an sm_89 key (an L40S), tuned on this device: sm_89's tiles are a
+// subset of what an sm_90 device runs, so an H100 measures every candidate of every variant, NN
+// included, each checked against the space's default.
+TEST(CudaGemmHarnessTest, TunesTheTileGemmSpaceOfAnSm89Key) {
+  KD_REQUIRE_CUDA(cuda);
+  const std::string arch = cuda->Properties(0).arch;
+  if (arch != "sm_89" && arch != "sm_90") GTEST_SKIP() << "needs an sm_89 or sm_90 device";
+  DeviceProperties l40s;
+  l40s.name = "NVIDIA L40S";
+  l40s.arch = "sm_89";
+  const ConfigSpaceRegistry& spaces = ConfigSpaceRegistry::Builtin();
+  struct Case {
+    GemmVariant variant;
+    int64_t m, n, k, groups;
+  };
+  for (const Case& c :
+       {Case{GemmVariant::kNT, 1024, 2048, 1024, 1}, Case{GemmVariant::kNN, 1024, 2048, 1024, 1},
+        Case{GemmVariant::kTN, 1024, 2048, 1024, 1},
+        Case{GemmVariant::kMGroupedNT, 2048, 1024, 512, 4},
+        Case{GemmVariant::kKGroupedTN, 256, 512, 2048, 4}}) {
+    const ConfigSpace* space = spaces.Find("gemm", GemmVariantName(c.variant), "sm_89");
+    ASSERT_NE(space, nullptr);
+    const TuneKey key = MakeGemmTuneKey(c.variant, DType::kE4M3FN, DType::kBF16, c.m, c.n, c.k,
+                                        c.groups, l40s, space->kernel_version);
+    SCOPED_TRACE(key.ToString());
+    auto harness = cuda->CreateTuneHarness(key, Reference(key), 0);
+    ASSERT_TRUE(harness.ok()) << harness.status();
+    WallTimer timer;
+    absl::StatusOr<TuneResult> r = Tune(key, spaces, **harness, timer, Quick());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->candidates.size(), spaces.Candidates(key)->size());
+    for (const CandidateResult& cand : r->candidates) {
+      EXPECT_TRUE(cand.status.ok()) << cand.config << cand.status;
+    }
+    EXPECT_TRUE(std::holds_alternative<TileGemmConfig>(*spaces.Resolve(key, r->config)))
+        << r->config;
+  }
+}
+
 // Runs without a device: the key is refused before anything touches the GPU.
 TEST(CudaGemmHarnessTest, KeysTheKernelCannotRunAreInvalid) {
   DeviceProperties p;
@@ -292,6 +333,17 @@ TEST(CudaGemmHarnessTest, KeysTheKernelCannotRunAreInvalid) {
   bad = key;
   bad.arch = "x86_64";
   EXPECT_EQ(CreateCudaGemmHarness(bad, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  // No FP8 matrix instructions: nothing to tune.
+  bad = key;
+  bad.arch = "sm_80";
+  EXPECT_EQ(CreateCudaGemmHarness(bad, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  // An sm_89 key tunes the tile GEMM, whose configs the sm_90 kernel's reference is not.
+  bad = key;
+  bad.arch = "sm_89";
+  CudaGemmHarnessOptions wgmma_reference;
+  wgmma_reference.reference_config = "bm128.bn128.s6.c1.r8.p0";
+  EXPECT_EQ(CreateCudaGemmHarness(bad, wgmma_reference).status().code(),
+            absl::StatusCode::kInvalidArgument);
   CudaGemmHarnessOptions no_reference;
   EXPECT_EQ(CreateCudaGemmHarness(key, no_reference).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -186,6 +187,30 @@ TEST(TuneCacheTest, TuningNeverReplacesAPin) {
   EXPECT_EQ(cache.Lookup(Key(64)), std::optional<GemmKernelConfig>(Tile(256)));
   EXPECT_EQ(cache.Unpin(Key(99)).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cache.Pin(Key(99), "tn48").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// How the tile GEMM runs on an H100 through the daemon: `kctl cache pin KEY tm128.tn128.ts3` pins
+// an sm_90 key to a tile config, which the sm_90 space resolves (but never offers as a candidate
+// or default); the backend then runs the tile GEMM for that key. Unpinned, the wgmma default.
+TEST(TuneCacheTest, APinRunsTheTileGemmOnSm90) {
+  DeviceProperties h100;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  h100.arch = "sm_90";
+  TuneCacheOptions o = Options("");
+  o.validators.device = h100.name;
+  o.validators.arch = h100.arch;
+  TuneCache cache(o);
+  const TuneKey key =
+      MakeGemmTuneKey(GemmVariant::kNT, DType::kE4M3FN, DType::kBF16, 4096, 4096, 4096, 1, h100,
+                      Spaces().Find("gemm", "nt", "sm_90")->kernel_version);
+  EXPECT_TRUE(std::holds_alternative<GemmConfig>(SelectConfig(cache, Spaces(), key).config));
+  ASSERT_TRUE(cache.Pin(key, "tm128.tn128.ts3").ok());
+  const ConfigSelection pinned = SelectConfig(cache, Spaces(), key);
+  EXPECT_TRUE(pinned.hit);
+  EXPECT_EQ(pinned.config, GemmKernelConfig(TileGemmConfig{128, 128, 3}));
+  // A tile no build of the kernel has is refused at the pin.
+  EXPECT_EQ(cache.Pin(key, "tm256.tn128.ts3").code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(cache.Unpin(key).ok());
 }
 
 TEST(TuneCacheTest, PinningTheCurrentConfigKeepsItsTimings) {

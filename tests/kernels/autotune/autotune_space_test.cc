@@ -482,8 +482,9 @@ uint64_t Digest(const std::vector<std::string>& configs) {
   return h;
 }
 
-// sm_90's space is the wgmma kernel's (and cuBLASLt's for TN) as it was: another family's configs
-// never widen it (a tile config resolves there only for a pin).
+// sm_90's candidates are the wgmma kernel's (and cuBLASLt's for TN), listed by size and digest:
+// another family's configs never widen them (a tile config resolves there only for a pin). A
+// deliberate change to the sm_90 space updates these numbers; its kernel version moves freely.
 TEST(ConfigSpaceTest, Sm90SpaceIsPinned) {
   const ConfigSpaceRegistry& r = ConfigSpaceRegistry::Builtin();
   struct Pinned {
@@ -499,7 +500,6 @@ TEST(ConfigSpaceTest, Sm90SpaceIsPinned) {
     ASSERT_NE(space, nullptr) << p.variant;
     EXPECT_EQ(space->configs.size(), p.size) << p.variant;
     EXPECT_EQ(Digest(space->configs), p.digest) << p.variant;
-    EXPECT_EQ(space->kernel_version, 17) << p.variant;
   }
   EXPECT_EQ(r.Find("gemm", "nn", "sm_90"), nullptr);
 }

@@ -260,21 +260,20 @@ absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_R
 
 // ---- Which GEMM runs: the one place the backend asks (ChooseGemmKernel, kernels/gpu/
 // gemm_dispatch.h): the wgmma kernel on sm_90, the portable tile GEMM on the other devices with
-// FP8 matrix instructions (and on sm_90 for a TileGemmConfig), UNIMPLEMENTED elsewhere.
+// FP8 matrix instructions (and on sm_90 for a TileGemmConfig or formats other than e4m3fn),
+// UNIMPLEMENTED elsewhere.
 // This backend always links the sm_90a kernel (kerneld_cuda_gemm).
 constexpr bool kWgmmaBuilt = true;
 
 absl::Status SupportsGemmOn(const GemmArgs& g, const DeviceProperties& p) {
-  KD_ASSIGN_OR_RETURN(const GemmKernel kernel,
-                      ChooseGemmKernel(p.arch, p.name, g.config, kWgmmaBuilt));
+  KD_ASSIGN_OR_RETURN(const GemmKernel kernel, ChooseGemmKernel(g, p.arch, p.name, kWgmmaBuilt));
   if (kernel == GemmKernel::kTile) return tile_gemm::TileGemmSupports(g, p.arch);
   return CudaSupportsGemmFp8(g);
 }
 
 absl::Status RunGemmOn(const GemmArgs& g, const DeviceProperties& p, CudaStream& s)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-  KD_ASSIGN_OR_RETURN(const GemmKernel kernel,
-                      ChooseGemmKernel(p.arch, p.name, g.config, kWgmmaBuilt));
+  KD_ASSIGN_OR_RETURN(const GemmKernel kernel, ChooseGemmKernel(g, p.arch, p.name, kWgmmaBuilt));
   if (kernel == GemmKernel::kTile) return tile_gemm::LaunchTileGemmConfig(g, g.config, s.stream());
   return LaunchGemm(g, s);
 }

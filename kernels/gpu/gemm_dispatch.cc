@@ -8,10 +8,13 @@
 
 namespace kd {
 
-absl::StatusOr<GemmKernel> ChooseGemmKernel(absl::string_view arch, absl::string_view device_name,
-                                            const GemmKernelConfig& config, bool wgmma_built) {
+absl::StatusOr<GemmKernel> ChooseGemmKernel(const GemmArgs& args, absl::string_view arch,
+                                            absl::string_view device_name, bool wgmma_built) {
   const bool hopper = arch == "sm_90" || arch == "sm_90a";
-  if (hopper && wgmma_built && !std::holds_alternative<TileGemmConfig>(config)) {
+  // NOTE: the wgmma kernel is built for e4m3fn x e4m3fn alone (CudaSupportsGemmFp8).
+  const bool wgmma_formats = args.a.dtype == DType::kE4M3FN && args.b.dtype == DType::kE4M3FN;
+  if (hopper && wgmma_built && wgmma_formats &&
+      !std::holds_alternative<TileGemmConfig>(args.config)) {
     return GemmKernel::kWgmma;
   }
   if (tile_gemm::FamilyOf(arch) != tile_gemm::ArchFamily::kNone) return GemmKernel::kTile;

@@ -394,20 +394,29 @@ TEST(CudaBackend, UnsupportedOpsAndForeignTensorsAreRefused) {
   q.granularity = QuantGranularity::kInvalid;
   EXPECT_EQ(Validate(q).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SupportsOp(*gpu, q).code(), absl::StatusCode::kInvalidArgument);
-  // A valid GEMM the cuda kernel does not run (e5m2 operands).
+  // A valid GEMM whose operand format no NVIDIA matrix core reads (e4m3fnuz, MI300's), refused
+  // before anything runs; e5m2, which the wgmma kernel does not read, runs on the tile GEMM.
   auto a = gpu->Allocate(0, 128 * 128).value();
   auto b = gpu->Allocate(0, 128 * 128).value();
   auto d = gpu->Allocate(0, 128 * 128 * 2).value();
   GemmArgs g;
   g.variant = GemmVariant::kNT;
-  g.a = MakeTensor(a->data(), DType::kE5M2, {128, 128}, 128, kGpu);
+  g.a = MakeTensor(a->data(), DType::kE4M3FNUZ, {128, 128}, 128, kGpu);
   g.a_scales = MakeTensor(scales->data(), DType::kF32, {128, 1}, 1, kGpu);
-  g.b = MakeTensor(b->data(), DType::kE5M2, {128, 128}, 128, kGpu);
+  g.b = MakeTensor(b->data(), DType::kE4M3FNUZ, {128, 128}, 128, kGpu);
   g.b_scales = MakeTensor(static_cast<char*>(scales->data()) + 4096, DType::kF32, {1, 1}, 1, kGpu);
   g.d = MakeTensor(d->data(), DType::kBF16, {128, 128}, 128, kGpu);
   ASSERT_TRUE(Validate(g).ok()) << Validate(g).status();
-  EXPECT_EQ(SupportsOp(*gpu, g).code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(RunOp(*gpu, g, *stream, nullptr).code(), absl::StatusCode::kUnimplemented);
+  // A device without FP8 matrix instructions (before sm_89) has no GEMM at all.
+  const std::string arch = gpu->Properties(0).arch;
+  const bool fp8_mma = arch.size() > 3 && std::atoi(arch.c_str() + 3) >= 89;  // "sm_89", "sm_90"
+  const absl::StatusCode refused =
+      fp8_mma ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kUnimplemented;
+  EXPECT_EQ(SupportsOp(*gpu, g).code(), refused);
+  EXPECT_EQ(RunOp(*gpu, g, *stream, nullptr).code(), refused);
+  g.a.dtype = DType::kE5M2;
+  g.b.dtype = DType::kE5M2;
+  if (fp8_mma) EXPECT_TRUE(SupportsOp(*gpu, g).ok()) << SupportsOp(*gpu, g);
 
   q.granularity = QuantGranularity::k1x128;
   q.scales = MakeTensor(scales->data(), DType::kF32, {256, 2}, 2, kGpu);

@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kerneld/kernels/cuda_backend.h"
+#include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/registry.h"
 #include "kernels/cuda/gemm/cublaslt.h"
 #include "kernels/cuda/gemm/cublaslt_gemm.h"
@@ -1772,8 +1773,32 @@ TEST(GemmCudaTest, BackendRunsItsDefaultAndReplacesATileTheDeviceDoesNotRun) {
   EXPECT_EQ(tile_gemm::TileGemmConfigFallbacks(), fallbacks + 1);
 }
 
+// e5m2 operands (the gradient format), which the wgmma kernel does not read: the backend runs them
+// through the tile GEMM with no config asked for, on sm_90 as on sm_89.
+TEST(GemmCudaTest, BackendRunsE5m2OperandsThroughTheTileGemm) {
+  if (!HaveFp8Mma()) GTEST_SKIP() << "no GPU with FP8 mma.sync (sm_89 or later)";
+  std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
+  ASSERT_NE(gpu, nullptr);
+  auto stream = gpu->CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  for (const GemmVariant variant : {GemmVariant::kNT, GemmVariant::kTN, GemmVariant::kNN}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << GemmVariantName(variant) << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    HostOp op = MakeDense(variant, 200, 264, 384, GpuMixes()[0], rng);
+    // b's values re-encoded as e5m2 (saturating, round to nearest even).
+    HostTensor& b = op.tensors[2];
+    for (size_t i = 0; i < b.storage.size() * sizeof(b.storage[0]); ++i) {
+      b.bytes()[i] = fp8::Encode<fp8::E5M2>(fp8::Decode<fp8::E4M3FN>(b.bytes()[i]));
+    }
+    b.t.dtype = DType::kE5M2;
+    op.args.b.dtype = DType::kE5M2;
+    CheckAgainstCpu(op, ThroughBackend(*gpu, **stream, GemmKernelConfig{}));
+  }
+}
+
 // The tile GEMM's own rules reach the client through the backend: e4m3fnuz (MI300's format) is
-// FAILED_PRECONDITION on NVIDIA's matrix cores, more groups than the kernel's table UNIMPLEMENTED.
+// FAILED_PRECONDITION on NVIDIA's matrix cores.
 TEST(GemmCudaTest, BackendAnswersTheTileGemmsRefusalsWithTheirCodes) {
   if (!HaveFp8Mma()) GTEST_SKIP() << "no GPU with FP8 mma.sync (sm_89 or later)";
   std::unique_ptr<Backend> gpu = CreateCudaBackend(0);
@@ -1792,9 +1817,13 @@ TEST(GemmCudaTest, BackendAnswersTheTileGemmsRefusalsWithTheirCodes) {
   EXPECT_TRUE(SupportsOp(*gpu, Op(g)).ok());
   g.a.dtype = DType::kE4M3FNUZ;
   g.b.dtype = DType::kE4M3FNUZ;
-  const absl::Status fnuz = SupportsOp(*gpu, Op(g));
-  EXPECT_EQ(fnuz.code(), absl::StatusCode::kFailedPrecondition) << fnuz;
-  EXPECT_NE(std::string(fnuz.message()).find("e4m3fnuz"), std::string::npos) << fnuz;
+  // With the tile asked for, and with no config (the wgmma kernel does not read it either).
+  for (const GemmKernelConfig& config : {GemmKernelConfig(g.config), GemmKernelConfig()}) {
+    g.config = config;
+    const absl::Status fnuz = SupportsOp(*gpu, Op(g));
+    EXPECT_EQ(fnuz.code(), absl::StatusCode::kFailedPrecondition) << fnuz;
+    EXPECT_NE(std::string(fnuz.message()).find("e4m3fnuz"), std::string::npos) << fnuz;
+  }
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // The CUDA backend (kerneld_cuda, built when KD_CUDA finds nvcc): a memory pool per GPU, CUDA IPC
 // import/export, non-blocking streams and IPC events, the quantize and pad kernels and the FP8
 // GEMM, every launch asynchronous. The GEMM is the sm_90a wgmma kernel on sm_90 and the portable
-// tile GEMM (mma.sync FP8) on the other NVIDIA devices from sm_89 on, or on sm_90 for a GemmArgs
-// carrying a TileGemmConfig; a device without FP8 matrix instructions (sm_80, sm_86) answers
-// UNIMPLEMENTED for it (kernels/gpu/gemm_dispatch.h). Only a target that links kerneld_cuda may
-// call it; the daemon reaches it through BackendRegistry.
+// tile GEMM (mma.sync FP8) on the other NVIDIA devices from sm_89 on, and on sm_90 for a GemmArgs
+// carrying a TileGemmConfig or operands other than e4m3fn (e5m2); a device without FP8 matrix
+// instructions (sm_80, sm_86) answers UNIMPLEMENTED for it (kernels/gpu/gemm_dispatch.h). Only a
+// target that links kerneld_cuda may call it; the daemon reaches it through BackendRegistry.
 #ifndef KERNELD_KERNELS_CUDA_BACKEND_H_
 #define KERNELD_KERNELS_CUDA_BACKEND_H_
 

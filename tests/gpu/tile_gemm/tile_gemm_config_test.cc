@@ -84,6 +84,34 @@ TEST(TileGemmConfigTest, ShapeStringsRoundTrip) {
   }
 }
 
+// The typed config the autotune spaces and the tune cache hold: "tm<M>.tn<N>.ts<S>", canonical
+// only, of a shape some architecture's space has; which architecture runs it is TileGemmRuns.
+TEST(TileGemmConfigTest, TypedConfigsRoundTripAndSayWhereTheyRun) {
+  for (const char* arch : {"sm_90", "sm_89", "gfx942", "gfx950"}) {
+    for (const TileShape& s : TileGemmSpace(arch)) {
+      const TileGemmConfig c = ToTileGemmConfig(s);
+      EXPECT_EQ(ToTileShape(c), s);
+      const absl::StatusOr<TileGemmConfig> parsed = ParseTileGemmConfig(TileGemmConfigToString(c));
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      EXPECT_EQ(*parsed, c);
+      EXPECT_TRUE(TileGemmRuns(arch, c)) << arch;
+    }
+  }
+  EXPECT_EQ(TileGemmConfigToString({128, 64, 3}), "tm128.tn64.ts3");
+  // Hopper's three-stage 128x128 tile needs more shared memory than sm_89 has per block; AMD's
+  // 64x64 tile is built for AMD alone; nothing runs on an architecture without FP8 MMA.
+  EXPECT_TRUE(TileGemmRuns("sm_90", {128, 128, 3}));
+  EXPECT_FALSE(TileGemmRuns("sm_89", {128, 128, 3}));
+  EXPECT_FALSE(TileGemmRuns("sm_90", {64, 64, 2}));
+  EXPECT_TRUE(TileGemmRuns("gfx942", {64, 64, 2}));
+  EXPECT_FALSE(TileGemmRuns("gfx90a", {128, 64, 2}));
+  EXPECT_FALSE(TileGemmRuns("sm_80", {128, 128, 2}));
+  for (const char* bad : {"", "tm128.tn128", "tm128.tn128.ts2.x1", "tn128.tm128.ts2",
+                          "tm0128.tn128.ts2", "tm256.tn128.ts2", "tm128.tn128.ts4", "128x128s2"}) {
+    EXPECT_EQ(ParseTileGemmConfig(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 // A tensor view over fake device addresses (nothing is dereferenced).
 Tensor View(uintptr_t address, DType dtype, std::vector<int64_t> shape,
             std::vector<int64_t> strides = {}) {

@@ -630,9 +630,8 @@ std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes) {
     cudaGetLastError();
     return nullptr;
   }
-#ifdef KD_HAVE_CUDA_GEMM
+  // cuBLASLt (the TN family) is opened now, not on the first TN request.
   LoadGemmLibraries();
-#endif
   return std::make_unique<CudaBackend>(count, pool_cap_bytes);
 }
 

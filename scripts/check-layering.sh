@@ -10,8 +10,9 @@
 #   core      kernels/*.{cc,h} (but registry.cc), kernels/ops/; public:
 #             dtype, tensor, ops, backend, fp8, status_macros, shm_guard, client_string,
 #             autotune_key, tune_harness, gemm_config and gemm_fp8_config (config types)
-#   backends  kernels/cpu/, kernels/cuda/ (never each other); public: cpu_backend, cuda_backend;
-#             kernels/gpu/ (the portable GPU kernels) likewise knows only the core
+#   backends  kernels/cpu/ and the GPU backend (kernels/gpu/: its vendor-neutral source and the
+#             portable kernels; kernels/cuda/: NVIDIA-only kernels), never each other; public:
+#             cpu_backend, cuda_backend
 #   registry  kernels/registry.cc; public: registry
 #   autotune  kernels/autotune/; public: autotune*.h
 #   server/   the daemon; client/ knows only proto/ and include/kerneld/client/
@@ -81,7 +82,10 @@ forbid "the CUDA backend does not include the CPU backend, autotune or the regis
   '^kernels/cuda/' \
   '^kernels/(cpu|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend)\.h$'
 forbid "the portable GPU kernels know only the core" '^kernels/gpu/' \
-  "^kernels/(cpu|cuda|autotune)/|$upper_public"
+  "^kernels/(cpu|cuda|autotune)/|$upper_public" '^kernels/gpu/gpu_backend\.cc$'
+forbid "the GPU backend does not include the CPU backend, autotune or the registry" \
+  '^kernels/gpu/gpu_backend\.cc$' \
+  '^kernels/(cpu|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend)\.h$'
 # kerneld_gemm_config (host-only) keeps its heuristic's header beside the kernel it configures.
 forbid "autotune does not include backend internals or the registry" '^kernels/autotune/' \
   '^kernels/(cpu|cuda)/|^kerneld/kernels/(registry|cuda_backend)\.h$' '^$' \

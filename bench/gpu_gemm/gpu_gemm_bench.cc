@@ -69,7 +69,7 @@
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/gemm_launch.h"
-#include "kernels/cuda/gemm/transpose_fp8.h"
+#include "kernels/gpu/transpose_fp8.h"
 
 namespace kd {
 namespace {

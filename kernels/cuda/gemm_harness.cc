@@ -13,11 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/gemm_fp8_config.h"
 #include "kerneld/kernels/status_macros.h"
-#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/cublaslt_gemm.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm_harness_kernels.h"
+#include "kernels/gpu/gpu_check.h"
 #include "kernels/gpu/tile_gemm/tile_gemm.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_config.h"
 

@@ -17,7 +17,7 @@
 #include "kerneld/kernels/fp8.h"
 #include "kerneld/kernels/ops.h"
 #include "kerneld/kernels/registry.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/gpu/gpu_kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/pattern.h"
 #include "tests/support/run_op.h"

@@ -1,4 +1,4 @@
-// The row- and column-wise quantizers of the CUDA backend (kernels/cuda/quantize_rowcol.cu:
+// The row- and column-wise quantizers of the CUDA backend (kernels/gpu/quantize_rowcol.cu:
 // per_row, per_tensor and mx1x32 of Y = X and of Y = Xᵀ, jagged_rowwise, jagged_colwise) against
 // the CPU backend, bit for bit: ragged shapes (M not a multiple of 128, K as small as the recipe
 // allows, rows longer than one CTA holds), strided and unaligned rows, every input and output type,

@@ -1,7 +1,7 @@
 // fp8::EncodeBranchFree (the form the CUDA kernels use) against fp8::Encode (the reference) on
 // every one of the 2^32 float inputs, for each format. Host-only: the device form differs only
 // by spelling the one fp32 addition __fadd_rn, which is the same IEEE round-to-nearest-even.
-#include "kernels/cuda/fp8_encode.h"
+#include "kernels/gpu/fp8_encode.h"
 
 #include <cstdint>
 #include <thread>

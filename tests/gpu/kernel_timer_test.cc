@@ -3,7 +3,7 @@
 // carries) or through the poller (ASYNC), and the destructor delivers what is still in flight.
 // The work timed is cudaMemsetAsync of a large buffer (hundreds of microseconds), so spans are
 // really in flight when they are looked at.
-#include "kernels/cuda/kernel_timer.h"
+#include "kernels/gpu/kernel_timer.h"
 
 #include <cuda_runtime_api.h>
 

@@ -7,7 +7,7 @@
 #include "kernels/cuda/gemm/cublaslt.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/scratch_buffer.h"
-#include "kernels/cuda/gemm/transpose_scales.h"
+#include "kernels/gpu/transpose_scales.h"
 
 namespace kd {
 namespace {

@@ -12,12 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"
-#include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/scratch_buffer.h"
-#include "kernels/cuda/gemm/transpose_fp8.h"
-#include "kernels/cuda/gemm/transpose_scales.h"
+#include "kernels/gpu/device_attributes.h"
+#include "kernels/gpu/transpose_fp8.h"
+#include "kernels/gpu/transpose_scales.h"
 
 namespace kd {
 

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 
-#include "kernels/cuda/device_attributes.h"
 #include "kernels/cuda/gemm/consumer_one_partial.cuh"
 #include "kernels/cuda/gemm/consumer_two_partials.cuh"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
@@ -34,6 +33,7 @@
 #include "kernels/cuda/gemm/split_tail.cuh"
 #include "kernels/cuda/gemm/tile_scheduler.cuh"
 #include "kernels/cuda/gemm/trace.cuh"
+#include "kernels/gpu/device_attributes.h"
 
 namespace kd {
 namespace cuda_gemm {

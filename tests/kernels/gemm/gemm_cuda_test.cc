@@ -44,8 +44,8 @@
 #include "kernels/cuda/gemm/gemm_fp8_heuristic.h"
 #include "kernels/cuda/gemm/gemm_fp8_kernel.h"
 #include "kernels/cuda/gemm/gemm_launch.h"
-#include "kernels/cuda/gemm/transpose_fp8.h"
 #include "kernels/gpu/tile_gemm/tile_gemm.h"
+#include "kernels/gpu/transpose_fp8.h"
 #include "tests/kernels/gemm/gemm_test_util.h"
 #include "tests/support/run_op.h"
 
@@ -1437,9 +1437,10 @@ INSTANTIATE_TEST_SUITE_P(
 // ---- TN through cuBLASLt (cublaslt_gemm.h) ----------------------------------------------------
 // The family against the CPU backend within the same budget, every GPU mix (bf16 and f32 output,
 // accumulation), strided operands and output, 1x128 scales row-major, K-block-major as cuBLASLt
-// reads them, and K-block-major with padded blocks; with the caller's scratch and without. Skipped
-// where libcublasLt cannot be loaded. cuBLASLt must offer bf16 output; where it has no algorithm
-// for an f32 D the test says so and checks that the backend's launch falls back to the kernel.
+// reads them, and K-block-major with padded blocks; with the caller's scratch and without.
+// Skipped where libcublasLt cannot be loaded. cuBLASLt must offer bf16 output; where it has no
+// algorithm for an f32 D the test says so and checks that the backend's launch falls back to the
+// kernel.
 
 bool HaveCublasLt() { return cuda_gemm::LoadCublasLt().ok(); }
 
@@ -1549,7 +1550,8 @@ INSTANTIATE_TEST_SUITE_P(
         LtCase{"strided_no_scratch", 640, 128, 768, 16, 0, 8, LtScales::kKBlockMajorPadded, false}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// Every algorithm cuBLASLt ranks for a problem computes the same product (the tuner's candidates).
+// Every algorithm cuBLASLt ranks for a problem computes the same product (the tuner's
+// candidates).
 TEST(GemmCudaCublasLtTest, EveryRankedAlgorithmMatchesCpuBackend) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   if (!HaveCublasLt()) GTEST_SKIP() << cuda_gemm::LoadCublasLt().status();

@@ -1,0 +1,12 @@
+// The blockwise quantizer instantiated for e5m2 outputs (one file per format: parallel builds).
+#include "kernels/gpu/quantize_blockwise.cuh"
+
+namespace kd {
+namespace cuda {
+namespace quant {
+
+template cudaError_t LaunchBlockwiseFormat<fp8::E5M2>(const QuantizeParams&, cudaStream_t);
+
+}  // namespace quant
+}  // namespace cuda
+}  // namespace kd

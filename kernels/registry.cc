@@ -6,6 +6,9 @@
 #if defined(KD_REGISTRY_WITH_CUDA)
 #include "kerneld/kernels/cuda_backend.h"
 #endif
+#if defined(KD_REGISTRY_WITH_HIP)
+#include "kerneld/kernels/hip_backend.h"
+#endif
 
 namespace kd {
 
@@ -17,16 +20,32 @@ absl::StatusOr<std::unique_ptr<BackendRegistry>> BackendRegistry::Create(
     return absl::InvalidArgumentError(absl::StrCat("backend=\"", EchoClientString(want),
                                                    "\" must be one of auto, cpu, cuda, hip"));
   }
-#if defined(KD_REGISTRY_WITH_CUDA)
-  if (want == "auto" || want == "cuda") {
-    if (auto cuda = CreateCudaBackend(options.device_pool_cap_bytes)) {
-      registry->backends_.push_back(std::move(cuda));
+  // Each GPU backend compiled in probes for its devices: on "auto" every one does (a node has
+  // NVIDIA or AMD GPUs; the first found is the default), otherwise only the one asked for.
+  const auto probe = [&](absl::string_view name, auto open) {
+    if (want != "auto" && want != name) return;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = open(options.device_pool_cap_bytes);
+    if (backend.ok()) {
+      registry->backends_.push_back(std::move(*backend));
+    } else {
+      registry->unavailable_.push_back(std::string(backend.status().message()));
     }
-  }
+  };
+#if defined(KD_REGISTRY_WITH_CUDA)
+  probe("cuda", OpenCudaBackend);
+#endif
+#if defined(KD_REGISTRY_WITH_HIP)
+  probe("hip", OpenHipBackend);
 #endif
   if (want != "auto" && want != "cpu" && registry->backends_.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("backend=", want, " was asked for but is not compiled in or found no device"));
+    const BackendKind kind = want == "cuda" ? BackendKind::kCuda : BackendKind::kHip;
+    if (!BackendCompiledIn(kind)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend=", want, " was asked for but this kerneld was built without it (",
+                       want == "cuda" ? "KD_CUDA" : "KD_HIP", ")"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend=", want, " was asked for but is unavailable: ", registry->unavailable_.back()));
   }
   // The CPU backend is always there, registered last: it is the reference.
   registry->backends_.push_back(CreateCpuBackend(options.cpu_threads));
@@ -54,7 +73,11 @@ bool BackendCompiledIn(BackendKind kind) {
       return false;
 #endif
     case BackendKind::kHip:
-      break;
+#if defined(KD_REGISTRY_WITH_HIP)
+      return true;
+#else
+      return false;
+#endif
   }
   return false;
 }

@@ -10,9 +10,10 @@
 #   core      kernels/*.{cc,h} (but registry.cc), kernels/ops/; public:
 #             dtype, tensor, ops, backend, fp8, status_macros, shm_guard, client_string,
 #             autotune_key, tune_harness, gemm_config and gemm_fp8_config (config types)
-#   backends  kernels/cpu/ and the GPU backend (kernels/gpu/: its vendor-neutral source and the
-#             portable kernels; kernels/cuda/: NVIDIA-only kernels), never each other; public:
-#             cpu_backend, cuda_backend
+#   backends  kernels/cpu/ and the GPU backend, never each other; public: cpu_backend, and
+#             cuda_backend and hip_backend (the GPU backend's two builds). The GPU backend is
+#             kernels/gpu/ (its one source and the portable kernels, which include no
+#             kernels/cuda/) and kernels/cuda/ (NVIDIA-only: may include kernels/gpu/)
 #   registry  kernels/registry.cc; public: registry
 #   autotune  kernels/autotune/; public: autotune*.h
 #   server/   the daemon; client/ knows only proto/ and include/kerneld/client/
@@ -62,7 +63,7 @@ forbid() {
 }
 
 network='^(grpc|grpcpp|google/protobuf|prometheus|kerneld/v1/|proto/|server/|client/|kerneld/server/|kerneld/client/)'
-upper_public='^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend|cuda_backend)\.h$'
+upper_public='^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend|cuda_backend|hip_backend)\.h$'
 core='^(kernels/[^/]+\.(cc|h)|kernels/ops/|include/kerneld/kernels/(dtype|tensor|ops|backend|fp8|status_macros|shm_guard|autotune_key|tune_harness)\.h)'
 core_except='^kernels/registry\.cc$'
 
@@ -77,18 +78,18 @@ forbid "proto/ is the wire contract alone" '^proto/' '^(kernels/|server/|client/
 forbid "the core includes no backend, registry or autotune" "$core" \
   "^kernels/(cpu|cuda|autotune)/|$upper_public" "$core_except"
 forbid "the CPU backend does not include CUDA, autotune or the registry" '^kernels/cpu/' \
-  '^kernels/(cuda|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cuda_backend)\.h$'
+  '^kernels/(cuda|gpu|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cuda_backend|hip_backend)\.h$'
 forbid "the CUDA backend does not include the CPU backend, autotune or the registry" \
   '^kernels/cuda/' \
   '^kernels/(cpu|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend)\.h$'
-forbid "the portable GPU kernels know only the core" '^kernels/gpu/' \
-  "^kernels/(cpu|cuda|autotune)/|$upper_public" '^kernels/gpu/gpu_backend\.cc$'
-forbid "the GPU backend does not include the CPU backend, autotune or the registry" \
-  '^kernels/gpu/gpu_backend\.cc$' \
-  '^kernels/(cpu|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend)\.h$'
+# The vendor-neutral GPU backend reaches NVIDIA-only code (kernels/cuda) only through the
+# declarations of kernels/gpu/gpu_gemm.h, which each vendor's build implements.
+forbid "the GPU backend and portable kernels know only the core and their own factories" \
+  '^kernels/gpu/' \
+  "^kernels/(cpu|cuda|autotune)/|^kerneld/kernels/(registry|autotune|autotune_cache|autotune_runner|autotune_space|autotune_tuner|cpu_backend)\.h$"
 # kerneld_gemm_config (host-only) keeps its heuristic's header beside the kernel it configures.
 forbid "autotune does not include backend internals or the registry" '^kernels/autotune/' \
-  '^kernels/(cpu|cuda)/|^kerneld/kernels/(registry|cuda_backend)\.h$' '^$' \
+  '^kernels/(cpu|cuda)/|^kerneld/kernels/(registry|cuda_backend|hip_backend)\.h$' '^$' \
   '^kernels/cuda/gemm/gemm_fp8_heuristic\.h$'
 
 if [ "$failed" -ne 0 ]; then

@@ -10,8 +10,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   python3 python3-numpy python3-pytest python3-venv python3-setuptools python3-torch
-  # The AMD code objects of the portable GPU kernels and their disassembly test: hipcc (ROCm
-  # 5.2, clang 15, llvm-objdump-15) for gfx90a/gfx940, clang-19 with lld-19 for gfx942. About
+  # The HIP backend (KD_HIP: hipcc and libamdhip64 of ROCm 5.2) and the AMD code objects of the
+  # portable GPU kernels with their disassembly tests: hipcc (clang 15, llvm-objdump-15,
+  # clang-offload-bundler-15) for gfx90a/gfx940, clang-19 with lld-19 for gfx942. About
   # 140 MB to download and 700 MB installed on a fresh Debian 12; 8 s to download and 52 s to
   # install on the development machine.
   hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19

@@ -12,6 +12,8 @@ namespace kd {
 const char* BuildCommit();
 // Whether the CUDA backend was compiled in (it still needs a device at run time).
 bool BuiltWithCuda();
+// Whether the HIP backend was compiled in (it still needs an AMD device at run time).
+bool BuiltWithHip();
 // "kerneld 0.1.0\ncommit ...\ncuda: yes\n...": the text of `kerneld --version`.
 std::string VersionText();
 

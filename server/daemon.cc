@@ -136,6 +136,7 @@ absl::Status Daemon::Start() {
   if (!options_.metrics_address.empty())
     KD_RETURN_IF_ERROR(CheckMetricsAddressFree(options_.metrics_address));
   KD_ASSIGN_OR_RETURN(backends_, BackendRegistry::Create(options_.backends));
+  for (const std::string& why : backends_->Unavailable()) Log("%s", why.c_str());
   std::vector<std::string> names;
   for (Backend* b : backends_->All()) names.push_back(std::string(b->name()));
   metrics_ = std::make_unique<Metrics>(KerneldVersion(), absl::StrJoin(names, ","));

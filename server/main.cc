@@ -128,8 +128,9 @@ int main(int argc, char** argv) {
   options.autotune.import_path = absl::GetFlag(FLAGS_autotune_import);
   options.autotune.lock_timeout = absl::GetFlag(FLAGS_autotune_lock_timeout);
 
-  kd::Log("kerneld %s (commit %s, cuda backend %s) starting", kd::KerneldVersion(),
-          kd::BuildCommit(), kd::BuiltWithCuda() ? "built in" : "not built");
+  kd::Log("kerneld %s (commit %s, cuda backend %s, hip backend %s) starting", kd::KerneldVersion(),
+          kd::BuildCommit(), kd::BuiltWithCuda() ? "built in" : "not built",
+          kd::BuiltWithHip() ? "built in" : "not built");
   kd::Daemon daemon(options);
   if (absl::Status s = daemon.Start(); !s.ok()) {
     kd::LogAt(kd::LogLevel::kError, "cannot start: %s", s.ToString().c_str());

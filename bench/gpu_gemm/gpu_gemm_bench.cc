@@ -316,13 +316,13 @@ std::string RunCase(const Case& c, const Options& opt, void* workspace, const cu
     if (nn) {
       bt.push_back(std::make_unique<DeviceBuffer>(b_bytes));
       FillCodes(*bt.back(), rng);
-      cuda_gemm::TransposeFp8Params t;
+      cuda::TransposeFp8Params t;
       t.src = static_cast<const uint8_t*>(bt.back()->ptr);
       t.src_stride = c.k;
       t.rows = c.n;
       t.cols = c.k;
       t.dst = static_cast<uint8_t*>(b.back()->ptr);
-      BENCH_CHECK_CUDA(cuda_gemm::LaunchTransposeFp8(t, nullptr));
+      BENCH_CHECK_CUDA(cuda::LaunchTransposeFp8(t, nullptr));
     } else {
       FillCodes(*b.back(), rng);
     }

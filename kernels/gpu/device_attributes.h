@@ -6,11 +6,12 @@
 #ifndef KERNELD_KERNELS_GPU_DEVICE_ATTRIBUTES_H_
 #define KERNELD_KERNELS_GPU_DEVICE_ATTRIBUTES_H_
 
-#include <cuda_runtime_api.h>
-
 #include <atomic>
 
+#include "kernels/gpu/vendor.h"
+
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 
 // Devices whose values are cached; values of devices past this are queried on every call.
@@ -80,6 +81,7 @@ cudaError_t OptInSharedMemory(int bytes) {
 }
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_DEVICE_ATTRIBUTES_H_

@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/gpu/gpu_check.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace {
 
 constexpr uint64_t kMinClass = 4096;
@@ -51,7 +53,7 @@ absl::StatusOr<DevicePool::Block> DevicePool::Acquire(uint64_t bytes) {
     if (used_ + pooled_ + size > cap_bytes_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "size=", bytes, " (class ", size, ") does not fit under the device pool cap of ",
-          cap_bytes_, " bytes on cuda:", device_, " (", used_, " in use)"));
+          cap_bytes_, " bytes on ", gpu::kBackendName, ":", device_, " (", used_, " in use)"));
     }
   }
   KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device_));
@@ -68,7 +70,7 @@ absl::StatusOr<DevicePool::Block> DevicePool::Acquire(uint64_t bytes) {
     cudaGetLastError();  // out-of-memory is not sticky; clear it
     if (err == cudaErrorMemoryAllocation) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("cuda:", device_, " is out of memory for size=", bytes));
+          absl::StrCat(gpu::kBackendName, ":", device_, " is out of memory for size=", bytes));
     }
     return CudaStatus(err, "cudaMalloc");
   }
@@ -128,4 +130,5 @@ uint64_t DevicePool::pooled() const {
   return pooled_;
 }
 
+}  // namespace KD_GPU_NS
 }  // namespace kd

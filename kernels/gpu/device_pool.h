@@ -7,8 +7,6 @@
 #ifndef KERNELD_KERNELS_GPU_DEVICE_POOL_H_
 #define KERNELD_KERNELS_GPU_DEVICE_POOL_H_
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 #include <map>
 #include <string>
@@ -16,8 +14,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 
 class DevicePool {
  public:
@@ -62,6 +62,7 @@ class DevicePool {
   uint64_t pooled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_DEVICE_POOL_H_

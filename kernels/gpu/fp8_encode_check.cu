@@ -1,25 +1,28 @@
 // The device-side check of the hardware FP8 conversion (fp8::EncodeFinite4) against fp8::Encode
 // on every non-NaN float.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
 #include "kerneld/kernels/fp8.h"
 #include "kernels/gpu/fp8_encode.h"
 #include "kernels/gpu/gpu_kernels.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace {
 
 // Thread t of the grid-stride loop takes the 4 consecutive patterns 4t..4t+3; NaN patterns are
 // replaced by 0 and not compared (the quantizer never converts a NaN this way).
+constexpr int kCheckThreads = 256;
+
 template <typename F>
-__global__ void Fp8EncodeCheckKernel(unsigned long long* mismatches, uint32_t* first_bad) {
+__global__ void KD_LAUNCH_BOUNDS(kCheckThreads)
+    Fp8EncodeCheckKernel(unsigned long long* mismatches, uint32_t* first_bad) {
   unsigned long long bad = 0;
   const uint64_t quads = uint64_t{1} << 30;
-  for (uint64_t q = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; q < quads;
-       q += uint64_t{gridDim.x} * blockDim.x) {
+  for (uint64_t q = gpu::BlockIdxX() * uint64_t{gpu::BlockDimX()} + gpu::ThreadIdxX(); q < quads;
+       q += uint64_t{gpu::GridDimX()} * gpu::BlockDimX()) {
     float x[4];
     bool nan[4];
 #pragma unroll
@@ -49,7 +52,7 @@ __global__ void Fp8EncodeCheckKernel(unsigned long long* mismatches, uint32_t* f
 
 cudaError_t LaunchFp8EncodeCheck(Fp8Format format, unsigned long long* mismatches,
                                  uint32_t* first_bad, cudaStream_t stream) {
-  const dim3 grid(132 * 16), block(256);
+  const dim3 grid(132 * 16), block(kCheckThreads);
   switch (format) {
     case Fp8Format::kE4M3FN:
       Fp8EncodeCheckKernel<fp8::E4M3FN><<<grid, block, 0, stream>>>(mismatches, first_bad);
@@ -65,4 +68,5 @@ cudaError_t LaunchFp8EncodeCheck(Fp8Format format, unsigned long long* mismatche
 }
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

@@ -1,7 +1,10 @@
-// The CUDA backend: a memory pool per GPU, CUDA IPC import/export, non-blocking streams, IPC
-// events, the pad kernels of cuda_kernels.h and the quantizers of quantize_dispatch.h, every launch
-// asynchronous. It is built with the static CUDA runtime and never links libcuda, so
-// CreateCudaBackend simply returns nullptr on a machine without a driver or device.
+// The GPU backend, one source for both vendors: nvcc's build is the CUDA backend
+// (CreateCudaBackend), hipcc's the HIP backend (CreateHipBackend); kernels/gpu/vendor.h maps the
+// CUDA names used here to HIP's. A memory pool per GPU, IPC import/export, non-blocking streams,
+// IPC events, the pad kernels of gpu_kernels.h and the quantizers of quantize_dispatch.h, every
+// launch asynchronous; the FP8 GEMM goes through gpu_gemm.h after the device-capability rule
+// of device_caps.h. The CUDA build links the static CUDA runtime and never libcuda; both builds
+// report no backend (with the reason) on a machine without a driver or device.
 //
 // How an error found on the device surfaces: pad/unpad and the jagged quantize granularities
 // check group ends on the device (the host never reads them). Each such op gets its own
@@ -12,38 +15,40 @@
 // the group's records to the kernel timer's poller, which reads them once an event recorded
 // after the group completed and calls the caller's `done`. So an op's violation is reported to
 // the batch that ran it and to no other. The op that found it writes no output rows.
-#include <cuda_runtime_api.h>
-
-#include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <utility>
-#include <vector>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "kerneld/kernels/autotune_key.h"
 #include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/status_macros.h"
-#include "kernels/cuda/gemm/gemm_fp8.h"
-#include "kernels/cuda/gemm/gemm_launch.h"
-#include "kernels/cuda/gemm_harness.h"
 #include "kernels/gpu/device_attributes.h"
+#include "kernels/gpu/device_caps.h"
 #include "kernels/gpu/device_pool.h"
-#include "kernels/gpu/gemm_dispatch.h"
 #include "kernels/gpu/gpu_check.h"
+#include "kernels/gpu/gpu_gemm.h"
 #include "kernels/gpu/gpu_kernels.h"
 #include "kernels/gpu/ipc_mappings.h"
 #include "kernels/gpu/kernel_timer.h"
 #include "kernels/gpu/quantize_dispatch.h"
-#include "kernels/gpu/tile_gemm/tile_gemm.h"
-#include "kernels/gpu/tile_gemm/tile_gemm_args.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace {
+
+#if KD_GPU_AMD
+constexpr BackendKind kKind = BackendKind::kHip;
+#else
+constexpr BackendKind kKind = BackendKind::kCuda;
+#endif
+
+// "cuda:0", "hip:1": a device as messages name it.
+std::string DeviceName(int device) { return absl::StrCat(BackendName(kKind), ":", device); }
+
+#if KD_GPU_AMD
+constexpr const char* kIpcEventOrigin =
+    "hipIpcGetEventHandle of an event created with hipEventInterprocess | hipEventDisableTiming";
+#else
+constexpr const char* kIpcEventOrigin =
+    "cudaIpcGetEventHandle of an event created with cudaEventInterprocess | "
+    "cudaEventDisableTiming";
+#endif
 
 using cuda::DeviceErrorRecord;
 
@@ -55,7 +60,7 @@ class PoolRegion : public Region {
   ~PoolRegion() override { pool_->Release(block_); }
   void* data() const override { return block_.ptr; }
   uint64_t size() const override { return size_; }
-  DeviceLoc loc() const override { return {BackendKind::kCuda, device_}; }
+  DeviceLoc loc() const override { return {kKind, device_}; }
   bool owned() const override { return true; }
 
  private:
@@ -78,7 +83,7 @@ class IpcRegion : public Region {
   ~IpcRegion() override { mappings_->Close(device_, handle_); }
   void* data() const override { return data_; }
   uint64_t size() const override { return size_; }
-  DeviceLoc loc() const override { return {BackendKind::kCuda, device_}; }
+  DeviceLoc loc() const override { return {kKind, device_}; }
   bool owned() const override { return false; }
 
  private:
@@ -124,7 +129,7 @@ class ErrorRecordSlabs {
   std::vector<DeviceErrorRecord*> free_ ABSL_GUARDED_BY(mu_);
 };
 
-class CudaStream : public Stream {
+class GpuStream : public Stream {
  public:
   // One record of the open group: the op's position in the group and its host-mapped record.
   struct Check {
@@ -136,9 +141,9 @@ class CudaStream : public Stream {
     std::vector<Check> checks;
   };
 
-  CudaStream(int device, cudaStream_t stream, ErrorRecordSlabs* slabs)
+  GpuStream(int device, cudaStream_t stream, ErrorRecordSlabs* slabs)
       : device_(device), stream_(stream), slabs_(slabs) {}
-  ~CudaStream() override {
+  ~GpuStream() override {
     cudaSetDevice(device_);
     if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
     // The records are host memory a queued kernel may still write: wait for the stream first.
@@ -182,10 +187,10 @@ class CudaStream : public Stream {
   uint64_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-class CudaEvent : public Event {
+class GpuEvent : public Event {
  public:
-  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
-  ~CudaEvent() override {
+  GpuEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  ~GpuEvent() override {
     cudaSetDevice(device_);
     cudaEventDestroy(event_);
   }
@@ -221,9 +226,9 @@ absl::Status DeviceErrorStatus(const DeviceErrorRecord& r) {
 // The first violation among a closed group's records (in op order), prefixed with the op's
 // position when the group ran several ops; the records go back to `slabs`. The group's work has
 // completed.
-absl::Status ReadChecks(const CudaStream::Group& group, ErrorRecordSlabs* slabs) {
+absl::Status ReadChecks(const GpuStream::Group& group, ErrorRecordSlabs* slabs) {
   absl::Status first;
-  for (const CudaStream::Check& c : group.checks) {
+  for (const GpuStream::Check& c : group.checks) {
     volatile DeviceErrorRecord* record = c.record;
     if (first.ok() && record->code != DeviceErrorRecord::kNone) {
       DeviceErrorRecord copy;
@@ -242,44 +247,29 @@ absl::Status ReadChecks(const CudaStream::Group& group, ErrorRecordSlabs* slabs)
   return first;
 }
 
-// ---- GEMM: the sm_90a FP8 GEMM of gemm/ (see gemm/gemm_fp8.h for what it runs), or for TN
-// cuBLASLt (gemm/cublaslt_gemm.h). The config comes from GemmArgs::config (the daemon's tune
-// cache); which code runs and what happens to a config that cannot run is
-// LaunchGemmWithFallback's (gemm/gemm_launch.h): such a config never fails the request. NN runs as
-// NT on a transposed copy of b, and cuBLASLt takes its workspace, in the stream's scratch.
-absl::Status LaunchGemm(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-  int sms = 0;
-  KD_GPU_RETURN_IF_ERROR(cuda::CurrentSmCount(&sms));
-  void* scratch = nullptr;
-  if (const uint64_t bytes = GemmScratchBytes(g, g.config, sms); bytes > 0) {
-    KD_ASSIGN_OR_RETURN(scratch, s.Scratch(bytes));
-  }
-  return LaunchGemmWithFallback(g, g.config, sms, s.stream(), scratch);
+// "sm_90" (compute capability 9.0), "gfx942" (the gfx target without its feature suffix such as
+// ":sramecc+:xnack-").
+std::string ArchName(const cudaDeviceProp& prop) {
+#if KD_GPU_AMD
+  const std::string name = prop.gcnArchName;
+  return name.substr(0, name.find(':'));
+#else
+  return absl::StrCat("sm_", prop.major * 10 + prop.minor);
+#endif
 }
 
-// ---- Which GEMM runs: the one place the backend asks (ChooseGemmKernel, kernels/gpu/
-// gemm_dispatch.h): the wgmma kernel on sm_90, the portable tile GEMM on the other devices with
-// FP8 matrix instructions (and on sm_90 for a TileGemmConfig or formats other than e4m3fn),
-// UNIMPLEMENTED elsewhere.
-// This backend always links the sm_90a kernel (kerneld_cuda_gemm).
-constexpr bool kWgmmaBuilt = true;
-
-absl::Status SupportsGemmOn(const GemmArgs& g, const DeviceProperties& p) {
-  KD_ASSIGN_OR_RETURN(const GemmKernel kernel, ChooseGemmKernel(g, p.arch, p.name, kWgmmaBuilt));
-  if (kernel == GemmKernel::kTile) return tile_gemm::TileGemmSupports(g, p.arch);
-  return CudaSupportsGemmFp8(g);
+// "13.0" from CUDA's 13000, "5.2" from HIP's 50221153 (major * 10^7 + minor * 10^5 + patch).
+std::string VersionName(int version) {
+#if KD_GPU_AMD
+  return absl::StrCat(version / 10000000, ".", version / 100000 % 100);
+#else
+  return absl::StrCat(version / 1000, ".", version % 1000 / 10);
+#endif
 }
 
-absl::Status RunGemmOn(const GemmArgs& g, const DeviceProperties& p, CudaStream& s)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-  KD_ASSIGN_OR_RETURN(const GemmKernel kernel, ChooseGemmKernel(g, p.arch, p.name, kWgmmaBuilt));
-  if (kernel == GemmKernel::kTile) return tile_gemm::LaunchTileGemmConfig(g, g.config, s.stream());
-  return LaunchGemm(g, s);
-}
-
-class CudaBackend : public Backend {
+class GpuBackend : public Backend {
  public:
-  CudaBackend(int device_count, uint64_t pool_cap_bytes)
+  GpuBackend(int device_count, uint64_t pool_cap_bytes)
       : device_count_(device_count), mappings_(device_count), timer_(device_count) {
     for (int d = 0; d < device_count; ++d) {
       pools_.push_back(std::make_unique<DevicePool>(d, pool_cap_bytes));
@@ -287,21 +277,17 @@ class CudaBackend : public Backend {
       DeviceProperties p;
       if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
         p.name = prop.name;
-        p.arch = absl::StrCat("sm_", prop.major * 10 + prop.minor);
+        p.arch = ArchName(prop);
         p.memory_total = prop.totalGlobalMem;
       }
       int driver = 0, runtime = 0;
-      if (cudaDriverGetVersion(&driver) == cudaSuccess) {
-        p.driver_version = absl::StrCat(driver / 1000, ".", driver % 1000 / 10);
-      }
-      if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
-        p.runtime_version = absl::StrCat(runtime / 1000, ".", runtime % 1000 / 10);
-      }
+      if (cudaDriverGetVersion(&driver) == cudaSuccess) p.driver_version = VersionName(driver);
+      if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) p.runtime_version = VersionName(runtime);
       properties_.push_back(p);
     }
   }
 
-  BackendKind kind() const override { return BackendKind::kCuda; }
+  BackendKind kind() const override { return kKind; }
   int DeviceCount() const override { return device_count_; }
   DeviceProperties Properties(int device) const override {
     if (device < 0 || device >= device_count_) return DeviceProperties{};
@@ -342,7 +328,8 @@ class CudaBackend : public Backend {
   absl::StatusOr<std::unique_ptr<Region>> Import(const MemoryHandle& handle) override {
     KD_RETURN_IF_ERROR(CheckDevice(handle.device));
     if (handle.ipc_handle.empty()) {
-      return absl::InvalidArgumentError("ipc_handle is required on the cuda backend");
+      return absl::InvalidArgumentError(
+          absl::StrCat("ipc_handle is required on the ", BackendName(kKind), " backend"));
     }
     if (handle.size == 0) return absl::InvalidArgumentError("size=0 must be > 0");
     for (const auto& pool : pools_) {
@@ -362,7 +349,7 @@ class CudaBackend : public Backend {
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
     cudaStream_t stream = nullptr;
     KD_GPU_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    return std::unique_ptr<Stream>(new CudaStream(device, stream, &error_slabs_));
+    return std::unique_ptr<Stream>(new GpuStream(device, stream, &error_slabs_));
   }
 
   absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device, absl::string_view handle) override {
@@ -380,36 +367,42 @@ class CudaBackend : public Backend {
     if (err != cudaSuccess) {
       cudaGetLastError();
       return absl::InvalidArgumentError(absl::StrCat(
-          "event handle cannot be opened on cuda:", device, ": ", cudaGetErrorName(err),
-          "; it must come from cudaIpcGetEventHandle of an event created with "
-          "cudaEventInterprocess | cudaEventDisableTiming in another process"));
+          "event handle cannot be opened on ", DeviceName(device), ": ", cudaGetErrorName(err),
+          "; it must come from ", kIpcEventOrigin, " in another process"));
     }
-    return std::unique_ptr<Event>(new CudaEvent(device, event));
+    return std::unique_ptr<Event>(new GpuEvent(device, event));
   }
 
   absl::Status StreamWaitEvent(Stream& stream, Event& event) override {
-    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
-    auto* e = dynamic_cast<CudaEvent*>(&event);
-    if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
+    KD_ASSIGN_OR_RETURN(GpuStream * s, AsGpu(stream));
+    auto* e = dynamic_cast<GpuEvent*>(&event);
+    if (e == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the event is not a ", BackendName(kKind), " event"));
+    }
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
     return Check(cudaStreamWaitEvent(s->stream(), e->event(), 0), "cudaStreamWaitEvent");
   }
 
   absl::Status RecordEvent(Stream& stream, Event& event) override {
-    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
-    auto* e = dynamic_cast<CudaEvent*>(&event);
-    if (e == nullptr) return absl::InvalidArgumentError("the event is not a cuda event");
+    KD_ASSIGN_OR_RETURN(GpuStream * s, AsGpu(stream));
+    auto* e = dynamic_cast<GpuEvent*>(&event);
+    if (e == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the event is not a ", BackendName(kKind), " event"));
+    }
     if (e->device() != s->device()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the event is on cuda:", e->device(), " but the stream is on cuda:", s->device()));
+      return absl::FailedPreconditionError(absl::StrCat("the event is on ", DeviceName(e->device()),
+                                                        " but the stream is on ",
+                                                        DeviceName(s->device())));
     }
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
     return Check(cudaEventRecord(e->event(), s->stream()), "cudaEventRecord");
   }
 
   absl::Status Synchronize(Stream& stream) override {
-    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
-    CudaStream::Group group;
+    KD_ASSIGN_OR_RETURN(GpuStream * s, AsGpu(stream));
+    GpuStream::Group group;
     {
       absl::MutexLock lock(&s->mu());
       group = s->CloseGroup();
@@ -427,9 +420,9 @@ class CudaBackend : public Backend {
   }
 
   void CloseChecks(Stream& stream, std::function<void(absl::Status)> done) override {
-    absl::StatusOr<CudaStream*> s = AsCuda(stream);
+    absl::StatusOr<GpuStream*> s = AsGpu(stream);
     if (!s.ok()) return done(s.status());
-    CudaStream::Group group;
+    GpuStream::Group group;
     {
       absl::MutexLock lock(&(*s)->mu());
       group = (*s)->CloseGroup();
@@ -458,15 +451,12 @@ class CudaBackend : public Backend {
     }
   }
 
-  bool CanTune() const override { return true; }
+  bool CanTune() const override { return GpuGemmCanTune(); }
   absl::StatusOr<std::unique_ptr<TuneHarness>> CreateTuneHarness(const TuneKey& key,
                                                                  absl::string_view reference_config,
                                                                  int device) override {
     KD_RETURN_IF_ERROR(CheckDevice(device));
-    CudaGemmHarnessOptions options;
-    options.device = device;
-    options.reference_config = std::string(reference_config);
-    return CreateCudaGemmHarness(key, options);
+    return CreateGpuGemmTuneHarness(key, reference_config, device);
   }
 
   absl::Status Supports(const ValidatedOp& op) const override {
@@ -475,15 +465,16 @@ class CudaBackend : public Backend {
 
   absl::Status Run(const ValidatedOp& op, Stream& stream, KernelTimingFn on_timed) override {
     if (!healthy_.load()) {
-      return absl::UnavailableError("the cuda backend saw a sticky device error and is unhealthy");
+      return absl::UnavailableError(absl::StrCat(
+          "the ", BackendName(kKind), " backend saw a sticky device error and is unhealthy"));
     }
-    KD_ASSIGN_OR_RETURN(CudaStream * s, AsCuda(stream));
+    KD_ASSIGN_OR_RETURN(GpuStream * s, AsGpu(stream));
     KD_RETURN_IF_ERROR(Supports(op));
     for (const NamedTensor& t : OpTensors(op.op())) {
-      if (t.tensor->loc != DeviceLoc{BackendKind::kCuda, s->device()}) {
+      if (t.tensor->loc != DeviceLoc{kKind, s->device()}) {
         return absl::FailedPreconditionError(
             absl::StrCat(t.field, " is on ", BackendName(t.tensor->loc.kind), ":",
-                         t.tensor->loc.device, " but the stream is on cuda:", s->device()));
+                         t.tensor->loc.device, " but the stream is on ", DeviceName(s->device())));
       }
     }
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(s->device()));
@@ -507,14 +498,18 @@ class CudaBackend : public Backend {
   absl::Status CheckDevice(int device) const {
     if (device < 0 || device >= device_count_) {
       return absl::InvalidArgumentError(absl::StrCat("device=", device, " does not exist on the ",
-                                                     "cuda backend (", device_count_, " devices)"));
+                                                     BackendName(kKind), " backend (",
+                                                     device_count_, " devices)"));
     }
     return absl::OkStatus();
   }
 
-  static absl::StatusOr<CudaStream*> AsCuda(Stream& stream) {
-    auto* s = dynamic_cast<CudaStream*>(&stream);
-    if (s == nullptr) return absl::InvalidArgumentError("the stream is not a cuda stream");
+  static absl::StatusOr<GpuStream*> AsGpu(Stream& stream) {
+    auto* s = dynamic_cast<GpuStream*>(&stream);
+    if (s == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the stream is not a ", BackendName(kKind), " stream"));
+    }
     return s;
   }
 
@@ -532,32 +527,39 @@ class CudaBackend : public Backend {
   // the stream lends the error record (jagged group ends) and the scratch.
   // Per op, by overload on its args: whether this backend runs it (SupportsOp) and its launch
   // (Launch), which turns the validated args into its kernels' parameters (cuda_kernels.h,
-  // quantize_dispatch.h). An op with neither has no cuda kernel: the templates answer
+  // quantize_dispatch.h). An op with neither has no GPU kernel: the templates answer
   // UNIMPLEMENTED for it.
   template <typename Args>
   absl::Status SupportsOp(const Args&) const {
-    return absl::UnimplementedError(absl::StrCat(OpTraits<Args>::kName, " has no cuda kernel"));
+    return absl::UnimplementedError(
+        absl::StrCat(OpTraits<Args>::kName, " has no ", BackendName(kKind), " kernel"));
   }
   template <typename Args>
-  absl::Status Launch(const Args& args, CudaStream&) {
+  absl::Status Launch(const Args& args, GpuStream&) {
     return SupportsOp(args);
   }
 
   absl::Status SupportsOp(const QuantizeArgs&) const { return absl::OkStatus(); }
   absl::Status SupportsOp(const PadArgs&) const { return absl::OkStatus(); }
   absl::Status SupportsOp(const UnpadArgs&) const { return absl::OkStatus(); }
-  // The op's device (where its output is); Run checks every tensor is on the stream's.
+  // On the op's device (where its output is; Run checks every tensor is on the stream's): the
+  // device-capability rule (device_caps.h), then what the build's kernels implement (gpu_gemm.h).
   absl::Status SupportsOp(const GemmArgs& g) const {
     const int device = g.d.loc.device;
     if (device < 0 || device >= device_count_) return CheckDevice(device);
-    return SupportsGemmOn(g, properties_[device]);
+    const DeviceProperties& p = properties_[device];
+    KD_RETURN_IF_ERROR(CheckFp8MatrixOperands(
+        p.arch, absl::StrCat(DeviceName(device), " (", p.name, ")"), g.a.dtype, g.b.dtype));
+    return GpuGemmSupports(g, p);
   }
 
-  absl::Status Launch(const GemmArgs& g, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
-    return RunGemmOn(g, properties_[s.device()], s);
+  absl::Status Launch(const GemmArgs& g, GpuStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    return LaunchGpuGemm(g, properties_[s.device()], s.stream(),
+                         [&s](uint64_t bytes)
+                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) { return s.Scratch(bytes); });
   }
 
-  absl::Status Launch(const QuantizeArgs& q, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+  absl::Status Launch(const QuantizeArgs& q, GpuStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     KD_ASSIGN_OR_RETURN(cuda::QuantizeParams p, cuda::MakeQuantizeParams(q));
     if (cuda::QuantizeNeedsErrorRecord(p)) {
       KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
@@ -568,7 +570,7 @@ class CudaBackend : public Backend {
     return Check(cuda::LaunchQuantize(p, s.stream()), "quantize launch");
   }
 
-  absl::Status Launch(const PadArgs& a, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+  absl::Status Launch(const PadArgs& a, GpuStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     cuda::PadParams p = PadParamsOf(a.input, a.output, a.group_ends, a.alignment);
     p.padded_group_ends = a.padded_group_ends.as<int32_t>();
     p.padded_group_ends_stride = a.padded_group_ends.strides[0];
@@ -577,7 +579,7 @@ class CudaBackend : public Backend {
     return Check(cuda::LaunchPad(p, s.stream()), "pad launch");
   }
 
-  absl::Status Launch(const UnpadArgs& a, CudaStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+  absl::Status Launch(const UnpadArgs& a, GpuStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
     cuda::PadParams p = PadParamsOf(a.input, a.output, a.group_ends, a.alignment);
     KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
     KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
@@ -613,9 +615,9 @@ class CudaBackend : public Backend {
   std::atomic<bool> healthy_{true};
 };
 
-}  // namespace
-
-std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes) {
+// The backend over every device found, or FAILED_PRECONDITION saying why there is none.
+absl::StatusOr<std::unique_ptr<Backend>> OpenGpuBackend(uint64_t pool_cap_bytes) {
+#if KD_GPU_NVIDIA
   // NOTE: the driver loads a kernel's module at its first launch by default (lazy loading,
   // ~250 us on H100), which the first request of each kernel would pay. Eager loading at
   // context creation moves that cost to start-up. It covers exactly kerneld's own kernels: the
@@ -623,15 +625,58 @@ std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes) {
   // initialises (the call below), so it is set before; an operator's explicit
   // CUDA_MODULE_LOADING is kept.
   setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
+  constexpr const char* kNeeds = "an NVIDIA GPU and its driver";
+#else
+  constexpr const char* kNeeds =
+      "an AMD GPU, the amdgpu driver and access to /dev/kfd and /dev/dri/renderD*";
+#endif
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count <= 0) {
-    cudaGetLastError();
-    return nullptr;
+    (void)cudaGetLastError();
+    // HIP's error string is often its name again.
+    const std::string name = cudaGetErrorName(err), text = cudaGetErrorString(err);
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", BackendName(kKind), " backend found no device (", name,
+                     name == text ? "" : ": " + text, "); it needs ", kNeeds));
   }
-  // cuBLASLt (the TN family) is opened now, not on the first TN request.
-  LoadGemmLibraries();
-  return std::make_unique<CudaBackend>(count, pool_cap_bytes);
+#if KD_GPU_AMD && defined(KD_HIP_BUILT_ARCHS)
+  // A code object runs only on its exact gfx target: a device this build has no kernels for is
+  // refused here, not at its first launch (hipErrorNoBinaryForGpu).
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    const std::string arch = ArchName(prop);
+    const std::string built = KD_HIP_BUILT_ARCHS;
+    if (absl::StrCat(",", built, ",").find(absl::StrCat(",", arch, ",")) == std::string::npos) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(DeviceName(d), " (", prop.name, ") is ", arch,
+                       " but this kerneld's hip kernels were "
+                       "built for ",
+                       built, " (KD_HIP_ARCHITECTURES; gfx942 needs a ROCm 6 hipcc)"));
+    }
+  }
+#endif
+  PrepareGpuGemm();
+  return std::unique_ptr<Backend>(std::make_unique<GpuBackend>(count, pool_cap_bytes));
 }
+
+}  // namespace
+}  // namespace KD_GPU_NS
+
+#if KD_GPU_AMD
+absl::StatusOr<std::unique_ptr<Backend>> OpenHipBackend(uint64_t pool_cap_bytes) {
+  return OpenGpuBackend(pool_cap_bytes);
+}
+#else
+absl::StatusOr<std::unique_ptr<Backend>> OpenCudaBackend(uint64_t pool_cap_bytes) {
+  return OpenGpuBackend(pool_cap_bytes);
+}
+
+std::unique_ptr<Backend> CreateCudaBackend(uint64_t pool_cap_bytes) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = OpenCudaBackend(pool_cap_bytes);
+  return backend.ok() ? std::move(*backend) : nullptr;
+}
+#endif
 
 }  // namespace kd

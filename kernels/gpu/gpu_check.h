@@ -1,19 +1,28 @@
-// CUDA errors become absl::Status values here, at the backend's edge, and nowhere else.
-#ifndef KERNELD_KERNELS_GPU_CUDA_CHECK_H_
-#define KERNELD_KERNELS_GPU_CUDA_CHECK_H_
-
-#include <cuda_runtime_api.h>
+// CUDA (and HIP, through vendor.h) errors become absl::Status values here, at the backend's edge,
+// and nowhere else.
+#ifndef KERNELD_KERNELS_GPU_GPU_CHECK_H_
+#define KERNELD_KERNELS_GPU_GPU_CHECK_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 
 // True for errors after which the CUDA context is unusable (illegal address, a kernel fault...):
 // the backend marks itself unhealthy when it sees one.
 inline bool IsStickyCudaError(cudaError_t err) {
   switch (err) {
+#if KD_GPU_AMD
+    case hipErrorIllegalAddress:
+    case hipErrorLaunchFailure:
+    case hipErrorAssert:
+    case hipErrorECCNotCorrectable:
+    case hipErrorUnknown:
+      return true;
+#else
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
     case cudaErrorHardwareStackError:
@@ -25,6 +34,7 @@ inline bool IsStickyCudaError(cudaError_t err) {
     case cudaErrorAssert:
     case cudaErrorECCUncorrectable:
       return true;
+#endif
     default:
       return false;
   }
@@ -38,6 +48,7 @@ inline absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
   return absl::InternalError(message);
 }
 
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 // Returns a Status from the enclosing function when the CUDA call `expr` fails.
@@ -47,4 +58,4 @@ inline absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
     if (kd_cuda_err_ != cudaSuccess) return ::kd::CudaStatus(kd_cuda_err_, #expr); \
   } while (0)
 
-#endif  // KERNELD_KERNELS_GPU_CUDA_CHECK_H_
+#endif  // KERNELD_KERNELS_GPU_GPU_CHECK_H_

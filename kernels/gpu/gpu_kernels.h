@@ -4,16 +4,16 @@
 // backend from a validated op; the launchers enqueue on `stream` and never synchronize. They
 // return the launch's cudaError_t (cudaErrorInvalidConfiguration for a shape the grid cannot
 // cover). This header is plain C++ (no absl) so that nvcc and the host compiler both read it.
-#ifndef KERNELD_KERNELS_GPU_CUDA_KERNELS_H_
-#define KERNELD_KERNELS_GPU_CUDA_KERNELS_H_
-
-#include <cuda_runtime_api.h>
+#ifndef KERNELD_KERNELS_GPU_GPU_KERNELS_H_
+#define KERNELD_KERNELS_GPU_GPU_KERNELS_H_
 
 #include <cstdint>
 
 #include "kernels/gpu/quantize_params.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 
 // Compares the quantizer's hardware FP8 conversion (fp8::EncodeFinite4 in fp8_encode.h) with
@@ -72,6 +72,7 @@ cudaError_t LaunchPad(const PadParams& params, cudaStream_t stream);
 cudaError_t LaunchUnpad(const PadParams& params, cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
-#endif  // KERNELD_KERNELS_GPU_CUDA_KERNELS_H_
+#endif  // KERNELD_KERNELS_GPU_GPU_KERNELS_H_

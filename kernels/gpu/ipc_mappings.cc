@@ -1,16 +1,19 @@
 #include "kernels/gpu/ipc_mappings.h"
 
-#include <cuda.h>
-#include <cuda_runtime_api.h>
-
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/gpu/gpu_check.h"
+#include "kernels/gpu/vendor.h"
+#if KD_GPU_NVIDIA
+#include <cuda.h>
+#endif
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace {
 
+#if KD_GPU_NVIDIA
 using MemGetAddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 // cuMemGetAddressRange from the driver, or nullptr. NOTE: resolved at run time so that the
@@ -28,6 +31,35 @@ MemGetAddressRangeFn MemGetAddressRange() {
     return reinterpret_cast<MemGetAddressRangeFn>(ptr);
   }();
   return fn;
+}
+#endif
+
+// The base and size of the allocation `ptr` points into (the driver's address range).
+#if KD_GPU_AMD
+constexpr const char* kIpcGetMemHandle = "hipIpcGetMemHandle";
+#else
+constexpr const char* kIpcGetMemHandle = "cudaIpcGetMemHandle";
+#endif
+
+absl::Status AllocationRange(void* ptr, uintptr_t* base, size_t* size) {
+#if KD_GPU_NVIDIA
+  MemGetAddressRangeFn range = MemGetAddressRange();
+  if (range == nullptr) {
+    return absl::InternalError("cuMemGetAddressRange is not available from the CUDA driver");
+  }
+  CUdeviceptr range_base = 0;
+  const CUresult res = range(&range_base, size, reinterpret_cast<CUdeviceptr>(ptr));
+  if (res != CUDA_SUCCESS) {
+    return absl::InternalError(absl::StrCat("cuMemGetAddressRange failed with CUresult ", res));
+  }
+  *base = static_cast<uintptr_t>(range_base);
+#else
+  hipDeviceptr_t range_base = nullptr;
+  const hipError_t err = hipMemGetAddressRange(&range_base, size, ptr);
+  if (err != hipSuccess) return CudaStatus(err, "hipMemGetAddressRange");
+  *base = reinterpret_cast<uintptr_t>(range_base);
+#endif
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -58,10 +90,6 @@ absl::StatusOr<void*> IpcMappings::Open(int device, const std::string& handle, u
   auto it = open_.find(key);
   bool opened_here = false;
   if (it == open_.end()) {
-    MemGetAddressRangeFn range = MemGetAddressRange();
-    if (range == nullptr) {
-      return absl::InternalError("cuMemGetAddressRange is not available from the CUDA driver");
-    }
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.data(), sizeof(h));
@@ -69,19 +97,19 @@ absl::StatusOr<void*> IpcMappings::Open(int device, const std::string& handle, u
     const cudaError_t err = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
       cudaGetLastError();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ipc_handle cannot be opened on cuda:", device, ": ", cudaGetErrorName(err), " (",
-          cudaGetErrorString(err), "); it must come from cudaIpcGetMemHandle in another process"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ipc_handle cannot be opened on device ", device, ": ",
+                       cudaGetErrorName(err), " (", cudaGetErrorString(err),
+                       "); it must come from ", kIpcGetMemHandle, " in another process"));
     }
-    CUdeviceptr range_base = 0;
+    uintptr_t range_base = 0;
     size_t range_size = 0;
-    const CUresult res = range(&range_base, &range_size, reinterpret_cast<CUdeviceptr>(base));
-    if (res != CUDA_SUCCESS) {
+    if (const absl::Status ranged = AllocationRange(base, &range_base, &range_size); !ranged.ok()) {
       cudaIpcCloseMemHandle(base);
-      return absl::InternalError(absl::StrCat("cuMemGetAddressRange failed with CUresult ", res));
+      return ranged;
     }
     // The mapping starts at the allocation's base; count from where the mapping starts.
-    const uint64_t mapped = range_size - (reinterpret_cast<CUdeviceptr>(base) - range_base);
+    const uint64_t mapped = range_size - (reinterpret_cast<uintptr_t>(base) - range_base);
     it = open_.emplace(key, Mapping{base, mapped, 0}).first;
     mapped_bytes_[device] += mapped;
     opened_here = true;
@@ -125,4 +153,5 @@ int IpcMappings::open_count() const {
   return static_cast<int>(open_.size());
 }
 
+}  // namespace KD_GPU_NS
 }  // namespace kd

@@ -16,8 +16,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 
 class IpcMappings {
  public:
@@ -52,6 +54,7 @@ class IpcMappings {
   std::vector<uint64_t> mapped_bytes_ ABSL_GUARDED_BY(mu_);
 };
 
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_IPC_MAPPINGS_H_

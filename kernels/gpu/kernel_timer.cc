@@ -2,8 +2,10 @@
 
 #include "absl/time/time.h"
 #include "kernels/gpu/gpu_check.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace {
 
 // How long the poller sleeps between looks: while spans are in flight, and while none is.
@@ -170,4 +172,5 @@ void KernelTimer::Poll() {
   }
 }
 
+}  // namespace KD_GPU_NS
 }  // namespace kd

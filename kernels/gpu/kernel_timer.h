@@ -12,8 +12,6 @@
 #ifndef KERNELD_KERNELS_GPU_KERNEL_TIMER_H_
 #define KERNELD_KERNELS_GPU_KERNEL_TIMER_H_
 
-#include <cuda_runtime_api.h>
-
 #include <list>
 #include <thread>
 #include <vector>
@@ -22,8 +20,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "kerneld/kernels/backend.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 
 class KernelTimer {
  public:
@@ -77,6 +77,7 @@ class KernelTimer {
   std::thread poller_;
 };
 
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_KERNEL_TIMER_H_

@@ -4,14 +4,14 @@
 // and the row-copy kernel moves 16-byte chunks. No host round trip: a violation is written to a
 // host-mapped DeviceErrorRecord that the backend reads when the stream's completion is observed,
 // and the copy kernel then writes nothing.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
 #include "kernels/gpu/device_attributes.h"
 #include "kernels/gpu/gpu_kernels.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace {
 
@@ -34,10 +34,10 @@ __device__ __forceinline__ Scratch ScratchOf(void* base, int64_t groups) {
 }
 
 __device__ __forceinline__ int64_t WarpInclusiveScan(int64_t v) {
-  const int lane = threadIdx.x % 32;
+  const int lane = gpu::ThreadIdxX() % gpu::kLaneGroup;
 #pragma unroll
   for (int offset = 1; offset < 32; offset *= 2) {
-    const int64_t other = __shfl_up_sync(0xFFFFFFFFu, v, offset);
+    const int64_t other = gpu::ShflUp(v, offset);
     if (lane >= offset) v += other;
   }
   return v;
@@ -51,10 +51,10 @@ __device__ __forceinline__ int64_t WarpInclusiveScan(int64_t v) {
 // p.padded_group_ends. Returns whether the ends are valid (the same answer in every thread).
 __device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t padded_limit,
                                 int32_t op, int64_t* ends, int64_t* padded, bool report) {
-  const int tid = threadIdx.x;
-  const int threads = blockDim.x;
+  const int tid = gpu::ThreadIdxX();
+  const int threads = gpu::BlockDimX();
   __shared__ unsigned long long first_bad;
-  __shared__ int64_t warp_sums[32];
+  __shared__ int64_t warp_sums[gpu::kLaneGroup];
   __shared__ int64_t carry;
   __shared__ int valid;
   if (tid == 0) {
@@ -65,9 +65,9 @@ __device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t 
     ends[g] = p.group_ends_i64 ? static_cast<const int64_t*>(p.group_ends)[g * p.group_ends_stride]
                                : static_cast<const int32_t*>(p.group_ends)[g * p.group_ends_stride];
   }
-  __syncthreads();
+  gpu::SyncThreads();
   const int64_t align = p.alignment;
-  const int warps = threads / 32;
+  const int warps = threads / gpu::kLaneGroup;
   for (int64_t base = 0; base < p.groups; base += threads) {
     const int64_t g = base + tid;
     int64_t padded_size = 0;
@@ -81,18 +81,19 @@ __device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t 
       }
     }
     const int64_t inclusive = WarpInclusiveScan(padded_size);
-    if (tid % 32 == 31) warp_sums[tid / 32] = inclusive;
-    __syncthreads();
+    if (tid % gpu::kLaneGroup == gpu::kLaneGroup - 1) warp_sums[tid / gpu::kLaneGroup] = inclusive;
+    gpu::SyncThreads();
     if (tid < 32) {
       const int64_t total = WarpInclusiveScan(tid < warps ? warp_sums[tid] : 0);
       if (tid < warps) warp_sums[tid] = total;  // inclusive over warps 0..tid
     }
-    __syncthreads();
-    const int64_t before = carry + (tid >= 32 ? warp_sums[tid / 32 - 1] : 0);
+    gpu::SyncThreads();
+    const int64_t before =
+        carry + (tid >= gpu::kLaneGroup ? warp_sums[tid / gpu::kLaneGroup - 1] : 0);
     if (g < p.groups) padded[g] = before + inclusive;
-    __syncthreads();
+    gpu::SyncThreads();
     if (tid == 0) carry += warp_sums[warps - 1];
-    __syncthreads();
+    gpu::SyncThreads();
   }
   if (tid == 0) {
     const int64_t last = p.groups - 1;
@@ -121,11 +122,11 @@ __device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t 
       rec->group = group;
       rec->value = value;
       rec->bound = bound;
-      __threadfence_system();
+      gpu::ThreadFenceSystem();
       rec->code = code;
     }
   }
-  __syncthreads();
+  gpu::SyncThreads();
   const bool ok = valid != 0;
   if (ok && report && p.padded_group_ends != nullptr) {
     for (int64_t g = tid; g < p.groups; g += threads) {
@@ -137,11 +138,11 @@ __device__ bool BuildGroupTable(const PadParams& p, int64_t total_rows, int64_t 
 
 // For group counts above kSharedTableGroups: one CTA builds the table in scratch for the copy
 // kernel, which reads the validity word.
-__global__ void __launch_bounds__(kOffsetsThreads)
+__global__ void KD_LAUNCH_BOUNDS(kOffsetsThreads)
     GroupOffsetsKernel(PadParams p, int64_t total_rows, int64_t padded_limit, int32_t op) {
   const Scratch s = ScratchOf(p.scratch, p.groups);
   const bool ok = BuildGroupTable(p, total_rows, padded_limit, op, s.ends, s.padded, true);
-  if (threadIdx.x == 0) *s.valid = ok;
+  if (gpu::ThreadIdxX() == 0) *s.valid = ok;
 }
 
 // First index g in [0, n) with table[g] > r, or n.
@@ -163,14 +164,14 @@ __device__ __forceinline__ int64_t UpperBound(const int64_t* table, int64_t n, i
 // one launch; CTA (0, 0) reports. Otherwise GroupOffsetsKernel built it in scratch. Each CTA
 // walks row blocks of kRowsPerIteration rows, loading every chunk of a block before storing.
 template <typename Chunk, bool kUnpad>
-__global__ void __launch_bounds__(kCopyThreads)
+__global__ void KD_LAUNCH_BOUNDS(kCopyThreads)
     CopyGroupRowsKernel(PadParams p, int64_t chunks_per_row, bool fused, int64_t total_rows,
                         int64_t padded_limit) {
   extern __shared__ int64_t table[];  // ends then padded ends, when fused
   const int64_t* ends;
   const int64_t* padded;
   if (fused) {
-    const bool report = blockIdx.x == 0 && blockIdx.y == 0;
+    const bool report = gpu::BlockIdxX() == 0 && gpu::BlockIdxY() == 0;
     if (!BuildGroupTable(p, total_rows, padded_limit, kUnpad ? 1 : 0, table, table + p.groups,
                          report)) {
       return;
@@ -185,13 +186,13 @@ __global__ void __launch_bounds__(kCopyThreads)
   }
   __shared__ int64_t src_row[kRowsPerIteration];
   const int64_t rows = p.out_rows;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t col = static_cast<int64_t>(gpu::BlockIdxX()) * gpu::BlockDimX() + gpu::ThreadIdxX();
   const char* input = static_cast<const char*>(p.input);
   char* output = static_cast<char*>(p.output);
-  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRowsPerIteration; row0 < rows;
-       row0 += static_cast<int64_t>(gridDim.y) * kRowsPerIteration) {
-    if (threadIdx.x < kRowsPerIteration) {
-      const int64_t r = row0 + threadIdx.x;
+  for (int64_t row0 = static_cast<int64_t>(gpu::BlockIdxY()) * kRowsPerIteration; row0 < rows;
+       row0 += static_cast<int64_t>(gpu::GridDimY()) * kRowsPerIteration) {
+    if (gpu::ThreadIdxX() < kRowsPerIteration) {
+      const int64_t r = row0 + gpu::ThreadIdxX();
       int64_t src = -1;
       if (r < rows) {
         const int64_t g = UpperBound(kUnpad ? ends : padded, p.groups, r);
@@ -205,9 +206,9 @@ __global__ void __launch_bounds__(kCopyThreads)
           }
         }
       }
-      src_row[threadIdx.x] = src;
+      src_row[gpu::ThreadIdxX()] = src;
     }
-    __syncthreads();
+    gpu::SyncThreads();
     if (col < chunks_per_row) {
       Chunk v[kRowsPerIteration];
 #pragma unroll
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(kCopyThreads)
         }
       }
     }
-    __syncthreads();
+    gpu::SyncThreads();
   }
 }
 
@@ -292,4 +293,5 @@ cudaError_t LaunchUnpad(const PadParams& p, cudaStream_t stream) {
 }
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

@@ -5,15 +5,15 @@
 #ifndef KERNELD_KERNELS_GPU_QUANTIZE_BLOCKWISE_CUH_
 #define KERNELD_KERNELS_GPU_QUANTIZE_BLOCKWISE_CUH_
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_params.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -76,14 +76,14 @@ struct Geometry {
   static_assert(kTile128 || kLanes >= kChunks, "one lane per chunk computes its scales");
 };
 
-// Quantizes work item blockIdx.x (see Geometry). `units`: the 1x128 blocks (m * k / 128) or
+// Quantizes work item gpu::BlockIdxX() (see Geometry). `units`: the 1x128 blocks (m * k / 128) or
 // 128x128 tiles (ceil(m / 128) * k / 128) of X; `kb`: k / 128. kDense (1x128 only): rows of X and
 // Y are contiguous (stride k), so block b starts at element 128 b of both; else the block's row
 // and column come from a division by kb. `vec_in`/`vec_out`: the tensors allow 16-byte (one
 // chunk's inputs) and kVec-byte (its codes) accesses; else element accesses.
 template <InputType kType, typename F, bool kTile128, bool kDense>
-__global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
-                                  Geometry<kType, kTile128>::kMinBlocksPerSm)
+__global__ void KD_LAUNCH_BOUNDS((Geometry<kType, kTile128>::kThreads),
+                                 (Geometry<kType, kTile128>::kMinBlocksPerSm))
     QuantizeBlockwiseKernel(BlockwiseKernelArgs p, FastDivU32 kb, uint32_t units, bool vec_in,
                             bool vec_out) {
   using G = Geometry<kType, kTile128>;
@@ -91,8 +91,8 @@ __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
   constexpr int kVec = G::kVec;
   constexpr int kLanes = G::kLanes;
   constexpr int kChunks = G::kChunks;
-  const uint32_t item = blockIdx.x;
-  const int tid = threadIdx.x;
+  const uint32_t item = gpu::BlockIdxX();
+  const int tid = gpu::ThreadIdxX();
   const int lane_col = tid % kLanes;
   const int item_row = tid / kLanes;
   const S* input = static_cast<const S*>(p.input);
@@ -151,16 +151,16 @@ __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
   float quant[kTile128 ? 1 : kChunks];
   bool finite[kTile128 ? 1 : kChunks];
   if constexpr (kTile128) {
-    __shared__ uint32_t warp_max[G::kThreads / 32];
+    __shared__ uint32_t warp_max[G::kThreads / gpu::kLaneGroup];
     uint32_t a = 0;
 #pragma unroll
     for (int u = 0; u < kChunks; ++u) a = max(a, amax[u]);
     a = GroupMax<32>(a);
-    if (tid % 32 == 0) warp_max[tid / 32] = a;
-    __syncthreads();
+    if (tid % gpu::kLaneGroup == 0) warp_max[tid / gpu::kLaneGroup] = a;
+    gpu::SyncThreads();
     a = 0;
 #pragma unroll
-    for (int w = 0; w < G::kThreads / 32; ++w) a = max(a, warp_max[w]);
+    for (int w = 0; w < G::kThreads / gpu::kLaneGroup; ++w) a = max(a, warp_max[w]);
     const BlockScale sc = ComputeScale(a, F::kMax, p.eps, p.pow2_scales);
     quant[0] = sc.quant;
     finite[0] = sc.finite;
@@ -189,10 +189,10 @@ __global__ void __launch_bounds__(Geometry<kType, kTile128>::kThreads,
                                                : static_cast<int64_t>(row) * p.scales_stride + col;
       p.scales[s] = own.stored;
     }
-    const int lane_base = (tid % 32) / kLanes * kLanes;
+    const int lane_base = (tid % gpu::kLaneGroup) / kLanes * kLanes;
 #pragma unroll
     for (int u = 0; u < kChunks; ++u) {
-      quant[u] = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + u);
+      quant[u] = gpu::Shfl(own.quant, lane_base + u);
       finite[u] = amax[u] < kInfBits && (fp8::FloatBits(quant[u]) & kInfBits) != kInfBits;
     }
   }
@@ -267,6 +267,7 @@ cudaError_t LaunchBlockwiseFormat(const QuantizeParams& q, cudaStream_t stream) 
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_BLOCKWISE_CUH_

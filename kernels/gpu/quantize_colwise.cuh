@@ -9,8 +9,10 @@
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_group_ends.cuh"
 #include "kernels/gpu/quantize_rowcol.cuh"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -24,15 +26,15 @@ __device__ __forceinline__ int64_t ColScaleAt(const RowColKernelArgs& p, int64_t
 // Amax per (group, column of X): thread = one chunk of columns over kColAmaxRows rows; it folds
 // its column maxima into the cells of a group with atomicMax when it leaves the group.
 template <InputType kType>
-__global__ void __launch_bounds__(kColAmaxThreads)
+__global__ void KD_LAUNCH_BOUNDS(kColAmaxThreads)
     ColAmaxKernel(RowColKernelArgs p, bool vec_in, JaggedScratch s) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   if (*s.valid == 0) return;
   const int64_t cpr = (p.k + kVec - 1) / kVec;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColAmaxThreads + threadIdx.x;
+  const int64_t c = static_cast<int64_t>(gpu::BlockIdxX()) * kColAmaxThreads + gpu::ThreadIdxX();
   if (c >= cpr) return;
-  const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kColAmaxRows;
+  const int64_t r_begin = static_cast<int64_t>(gpu::BlockIdxY()) * kColAmaxRows;
   const int64_t r_end = min(p.m, r_begin + kColAmaxRows);
   const S* input = static_cast<const S*>(p.input);
   int64_t g = GroupOfRow(s.ends, ColGroups(p), r_begin);  // < groups: the last end is m
@@ -75,11 +77,11 @@ __global__ void __launch_bounds__(kColAmaxThreads)
 }
 
 template <typename F>
-__global__ void __launch_bounds__(kColThreads) ColScaleKernel(RowColKernelArgs p, JaggedScratch s) {
+__global__ void KD_LAUNCH_BOUNDS(kColThreads) ColScaleKernel(RowColKernelArgs p, JaggedScratch s) {
   if (*s.valid == 0) return;
   const int64_t cells = ColGroups(p) * p.k;
-  for (int64_t cell = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x; cell < cells;
-       cell += static_cast<int64_t>(gridDim.x) * kColThreads) {
+  for (int64_t cell = static_cast<int64_t>(gpu::BlockIdxX()) * kColThreads + gpu::ThreadIdxX();
+       cell < cells; cell += static_cast<int64_t>(gpu::GridDimX()) * kColThreads) {
     const BlockScale sc = ComputeScale(s.cell_amax[cell], F::kMax, p.eps, p.pow2_scales);
     s.cell_scale[cell] = sc.quant;
     static_cast<float*>(p.scales)[ColScaleAt(p, cell / p.k, cell % p.k)] = sc.stored;
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(kColThreads) ColScaleKernel(RowColKernelArgs p
 // kColTileCols rows of Y. Thread unit = 4 consecutive rows x one chunk, so that the codes of one
 // column of the 4 rows form one word. Row tiles are walked from the last.
 template <InputType kType, typename F>
-__global__ void __launch_bounds__(kColThreads)
+__global__ void KD_LAUNCH_BOUNDS(kColThreads)
     ColEncodeKernel(RowColKernelArgs p, bool vec_in, bool vec_out16, JaggedScratch s) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
@@ -103,16 +105,16 @@ __global__ void __launch_bounds__(kColThreads)
   __shared__ int64_t group_of[kColTileRows];
   __shared__ uint32_t tile[kColTileCols * kPitch];
   if (*s.valid == 0) return;
-  const int tid = threadIdx.x;
+  const int tid = gpu::ThreadIdxX();
   const S* input = static_cast<const S*>(p.input);
-  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kColTileCols;
+  const int64_t k0 = static_cast<int64_t>(gpu::BlockIdxX()) * kColTileCols;
   const int64_t row_tiles = (p.m + kColTileRows - 1) / kColTileRows;
-  for (int64_t t = blockIdx.y; t < row_tiles; t += gridDim.y) {
+  for (int64_t t = gpu::BlockIdxY(); t < row_tiles; t += gpu::GridDimY()) {
     const int64_t m0 = (row_tiles - 1 - t) * kColTileRows;
     if (tid < kColTileRows) {
       group_of[tid] = m0 + tid < p.m ? GroupOfRow(s.ends, ColGroups(p), m0 + tid) : 0;
     }
-    __syncthreads();
+    gpu::SyncThreads();
 #pragma unroll
     for (int u = 0; u < kUnitsPerThread; ++u) {
       const int unit = u * kColThreads + tid;
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kColThreads)
         tile[(col + 3) * kPitch + quad] = __byte_perm(hi01, hi23, 0x7632);
       }
     }
-    __syncthreads();
+    gpu::SyncThreads();
     // Rows of Y: 8 threads per row, 4 words (16 codes) each.
     constexpr int kThreadsPerRow = kColTileRows / 16;
     constexpr int kRowsPerPass = kColThreads / kThreadsPerRow;
@@ -182,7 +184,7 @@ __global__ void __launch_bounds__(kColThreads)
         }
       }
     }
-    __syncthreads();  // group_of and tile are reused by the next row tile
+    gpu::SyncThreads();  // group_of and tile are reused by the next row tile
   }
 }
 
@@ -202,17 +204,17 @@ constexpr int kCsWords = kCsRowBytes / 4;  // 16
 constexpr int kCsChunks = kCsRowBytes / 16;
 
 template <InputType kType, typename F>
-__global__ void __launch_bounds__(kCsThreads, 3)
+__global__ void KD_LAUNCH_BOUNDS(kCsThreads, 3)
     ColStripKernel(RowColKernelArgs p, JaggedScratch s, int cap, bool vec_out16) {
   using S = typename Input<kType>::Storage;
   static_assert(sizeof(S) == 2, "two-byte inputs");
   extern __shared__ __align__(16) unsigned char cs_smem[];
-  __shared__ uint32_t red[kCsThreads / 32][kCsWords];
+  __shared__ uint32_t red[kCsThreads / gpu::kLaneGroup][kCsWords];
   __shared__ float col_quant[kCsCols];
   if (*s.valid == 0) return;
-  const int tid = threadIdx.x;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kCsCols;
-  const int64_t g = blockIdx.y;
+  const int tid = gpu::ThreadIdxX();
+  const int64_t k0 = static_cast<int64_t>(gpu::BlockIdxX()) * kCsCols;
+  const int64_t g = gpu::BlockIdxY();
   const int64_t start = g == 0 ? 0 : s.ends[g - 1], end = s.ends[g];
   const int64_t a0 = start / 16 * 16;
   const int64_t pieces = end > start ? (end - a0 + cap - 1) / cap : 0;
@@ -233,13 +235,13 @@ __global__ void __launch_bounds__(kCsThreads, 3)
       CpAsync16(xs + row * kCsRowBytes + c * 16, src, bytes);
     }
     CpAsyncWaitAll();
-    __syncthreads();
+    gpu::SyncThreads();
   };
   // Column maxima: thread t folds word t % 16 of rows t / 16, + 16, ... (a warp reads two whole
   // rows, 128 bytes: conflict-free).
   uint32_t acc = 0;
   for (int64_t piece = 0; piece < pieces; ++piece) {
-    if (piece > 0) __syncthreads();  // every read of the previous piece done
+    if (piece > 0) gpu::SyncThreads();  // every read of the previous piece done
     load(piece);
     const int n = rows_of(piece);
     for (int row = tid / kCsWords; row < n; row += kCsThreads / kCsWords) {
@@ -248,24 +250,24 @@ __global__ void __launch_bounds__(kCsThreads, 3)
                    0x7FFF7FFFu);
     }
   }
-  acc = MaxU16x2(acc, __shfl_xor_sync(0xFFFFFFFFu, acc, 16));
-  if (tid % 32 < kCsWords) red[tid / 32][tid % 32] = acc;
-  __syncthreads();
+  acc = MaxU16x2(acc, gpu::ShflXor(acc, 16));
+  if (tid % gpu::kLaneGroup < kCsWords) red[tid / gpu::kLaneGroup][tid % gpu::kLaneGroup] = acc;
+  gpu::SyncThreads();
   bool finite = true;
   if (tid < kCsCols) {
     uint32_t m = 0;
 #pragma unroll
-    for (int w = 0; w < kCsThreads / 32; ++w) m = MaxU16x2(m, red[w][tid / 2]);
+    for (int w = 0; w < kCsThreads / gpu::kLaneGroup; ++w) m = MaxU16x2(m, red[w][tid / 2]);
     const BlockScale sc =
         ComputeScale(HalfAbsBits<kType>(m, tid % 2), F::kMax, p.eps, p.pow2_scales);
     col_quant[tid] = sc.quant;
     finite = sc.finite;
     if (k0 + tid < p.k) static_cast<float*>(p.scales)[ColScaleAt(p, g, k0 + tid)] = sc.stored;
   }
-  const bool hw = __syncthreads_and(finite) != 0;
+  const bool hw = gpu::SyncThreadsAnd(finite) != 0;
   for (int64_t piece = pieces - 1; piece >= 0; --piece) {
     if (piece != pieces - 1) {
-      __syncthreads();  // every read of the later piece done
+      gpu::SyncThreads();  // every read of the later piece done
       load(piece);
     }
     const int64_t base = a0 + piece * cap;
@@ -286,6 +288,7 @@ __global__ void __launch_bounds__(kCsThreads, 3)
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_COLWISE_CUH_

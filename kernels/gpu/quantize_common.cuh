@@ -15,17 +15,16 @@
 #ifndef KERNELD_KERNELS_GPU_QUANTIZE_COMMON_CUH_
 #define KERNELD_KERNELS_GPU_QUANTIZE_COMMON_CUH_
 
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <type_traits>
 
 #include "kerneld/kernels/fp8.h"
 #include "kernels/gpu/fp8_encode.h"
 #include "kernels/gpu/quantize_params.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -46,9 +45,7 @@ struct Input<InputType::kF16> {
   using Storage = uint16_t;
   // The hardware conversion is exact for every finite value and Inf; a NaN stays a NaN, which
   // is all the recipe looks at.
-  static __device__ __forceinline__ float ToFloat(Storage v) {
-    return __half2float(__ushort_as_half(v));
-  }
+  static __device__ __forceinline__ float ToFloat(Storage v) { return gpu::HalfBitsToFloat(v); }
 };
 template <>
 struct Input<InputType::kF32> {
@@ -95,7 +92,7 @@ __device__ __forceinline__ uint32_t ChunkAbsMaxBits(const uint4& c) {
     if constexpr (kType == InputType::kBF16) {
       return m << 16;
     } else {
-      return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(m))));
+      return fp8::FloatBits(gpu::HalfBitsToFloat(static_cast<uint16_t>(m)));
     }
   }
 }
@@ -127,7 +124,7 @@ template <int kWidth>
 __device__ __forceinline__ uint32_t GroupMax(uint32_t v) {
 #pragma unroll
   for (int offset = kWidth / 2; offset > 0; offset /= 2) {
-    v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset, kWidth));
+    v = max(v, gpu::ShflXor(v, offset, kWidth));
   }
   return v;
 }
@@ -142,7 +139,7 @@ inline FastDivU32 MakeFastDiv(uint32_t d) {
   return {d, d == 1 ? 0xFFFFFFFFu : static_cast<uint32_t>((uint64_t{1} << 32) / d)};
 }
 __device__ __forceinline__ uint32_t Div(uint32_t n, FastDivU32 f) {
-  uint32_t q = __umulhi(n, f.magic);
+  uint32_t q = gpu::UMulHi(n, f.magic);
   if (n - q * f.d >= f.d) ++q;
   return q;
 }
@@ -281,31 +278,63 @@ __device__ __forceinline__ float MxMultiplier(uint8_t s) {
   return fp8::BitsToFloat(e == 0 ? 0x00400000u : e << 23);
 }
 
-// The maximum of `v` over the CTA (blockDim.x a multiple of 32), through `buf` (one word per
+// The maximum of `v` over the CTA (gpu::BlockDimX() a multiple of 32), through `buf` (one word per
 // warp). Callers that reduce again alternate between two buffers: the barrier of the next
 // reduction keeps a fast warp from overwriting a buffer a slow warp still reads.
 __device__ __forceinline__ uint32_t CtaMax(uint32_t v, uint32_t* buf) {
   v = GroupMax<32>(v);
-  if (threadIdx.x % 32 == 0) buf[threadIdx.x / 32] = v;
-  __syncthreads();
+  if (gpu::ThreadIdxX() % gpu::kLaneGroup == 0) buf[gpu::ThreadIdxX() / gpu::kLaneGroup] = v;
+  gpu::SyncThreads();
   uint32_t m = 0;
-  const int warps = static_cast<int>(blockDim.x / 32);
+  const int warps = static_cast<int>(gpu::BlockDimX() / gpu::kLaneGroup);
   for (int w = 0; w < warps; ++w) m = max(m, buf[w]);
   return m;
 }
 
 // 16 bytes from global to shared memory by cp.async, zero-filled past `src_bytes` (0: nothing
-// read; `src` must still be a valid, 16-byte aligned address).
+// read; `src` must still be a valid, 16-byte aligned address). AMD has no asynchronous global to
+// LDS copy the compiler exposes for gfx9: the chunk goes through registers there, and the commit
+// and wait calls are no-ops (the copy is complete when the call returns).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* src, int src_bytes) {
+#if KD_GPU_NVIDIA
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes)
                : "memory");
+#else
+  if (src_bytes == 16) {
+    *static_cast<uint4*>(smem) = *static_cast<const uint4*>(src);
+    return;
+  }
+  // A partial chunk byte by byte, every index a constant (no private-memory array).
+  const auto* in = static_cast<const uint8_t*>(src);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    if (i < src_bytes) w[i / 4] |= static_cast<uint32_t>(in[i]) << (8 * (i % 4));
+  }
+  *static_cast<uint4*>(smem) = make_uint4(w[0], w[1], w[2], w[3]);
+#endif
+}
+
+// Commits the cp.async copies issued since the last commit as one group.
+__device__ __forceinline__ void CpAsyncCommit() {
+#if KD_GPU_NVIDIA
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most `kPending` committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+#if KD_GPU_NVIDIA
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
 }
 
 __device__ __forceinline__ void CpAsyncWaitAll() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  CpAsyncCommit();
+  CpAsyncWait<0>();
 }
 
 // The two elements of a word of a two-byte row (columns 2i, 2i+1).
@@ -315,8 +344,8 @@ __device__ __forceinline__ void PairElements(uint32_t w, float& a, float& b) {
     a = fp8::BitsToFloat(w << 16);
     b = fp8::BitsToFloat(w & 0xFFFF0000u);
   } else {
-    a = __half2float(__ushort_as_half(static_cast<uint16_t>(w & 0xFFFFu)));
-    b = __half2float(__ushort_as_half(static_cast<uint16_t>(w >> 16)));
+    a = gpu::HalfBitsToFloat(static_cast<uint16_t>(w & 0xFFFFu));
+    b = gpu::HalfBitsToFloat(static_cast<uint16_t>(w >> 16));
   }
 }
 
@@ -327,7 +356,7 @@ __device__ __forceinline__ uint32_t HalfAbsBits(uint32_t packed, int i) {
   if constexpr (kType == InputType::kBF16) {
     return h << 16;
   } else {
-    return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(h))));
+    return fp8::FloatBits(gpu::HalfBitsToFloat(static_cast<uint16_t>(h)));
   }
 }
 
@@ -384,6 +413,7 @@ __device__ __forceinline__ void StoreCodes16(uint8_t* dst, int64_t m, int64_t lo
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_COMMON_CUH_

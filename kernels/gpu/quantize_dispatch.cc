@@ -3,8 +3,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/fp8.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 template <typename F>
@@ -100,8 +102,8 @@ bool ChooseFamily(const QuantizeArgs& q, QuantizeParams& p) {
 absl::StatusOr<QuantizeParams> MakeQuantizeParams(const QuantizeArgs& q) {
   QuantizeParams p;
   if (!ChooseFamily(q, p)) {
-    return absl::UnimplementedError(
-        absl::StrCat("quantize ", GranularityName(q.granularity), " has no cuda kernel"));
+    return absl::UnimplementedError(absl::StrCat("quantize ", GranularityName(q.granularity),
+                                                 " has no ", gpu::kBackendName, " kernel"));
   }
   p.input = q.input.data;
   p.input_stride = q.input.strides[0];
@@ -165,4 +167,5 @@ cudaError_t LaunchQuantize(const QuantizeParams& p, cudaStream_t stream) {
 }
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

@@ -4,15 +4,15 @@
 #ifndef KERNELD_KERNELS_GPU_QUANTIZE_DISPATCH_H_
 #define KERNELD_KERNELS_GPU_QUANTIZE_DISPATCH_H_
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "kerneld/kernels/ops.h"
 #include "kernels/gpu/quantize_params.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 
 // The params of `args` (passed kd::Validate; its tensors are device pointers) with the family and
@@ -35,6 +35,7 @@ uint64_t QuantizeScratchBytes(const QuantizeParams& params);
 cudaError_t LaunchQuantize(const QuantizeParams& params, cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_DISPATCH_H_

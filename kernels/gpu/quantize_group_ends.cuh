@@ -9,8 +9,10 @@
 #include "kernels/gpu/gpu_kernels.h"
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_rowcol.cuh"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -29,13 +31,13 @@ __device__ __forceinline__ int64_t ClientEnd(const RowColKernelArgs& p, int64_t 
 template <typename EndAt>
 __device__ Violation FindViolation(EndAt end_at, int64_t groups, int64_t total) {
   __shared__ unsigned long long first_bad;
-  if (threadIdx.x == 0) first_bad = ~0ull;
-  __syncthreads();
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+  if (gpu::ThreadIdxX() == 0) first_bad = ~0ull;
+  gpu::SyncThreads();
+  for (int64_t g = gpu::ThreadIdxX(); g < groups; g += gpu::BlockDimX()) {
     const int64_t prev = g == 0 ? 0 : end_at(g - 1);
     if (end_at(g) < prev) atomicMin(&first_bad, static_cast<unsigned long long>(g));
   }
-  __syncthreads();
+  gpu::SyncThreads();
   Violation v;
   if (first_bad != ~0ull) {
     v.code = DeviceErrorRecord::kGroupEndDecreasing;
@@ -62,7 +64,7 @@ __device__ void ReportViolation(const RowColKernelArgs& p, const Violation& v) {
   rec->group = v.group;
   rec->value = v.value;
   rec->bound = v.bound;
-  __threadfence_system();
+  gpu::ThreadFenceSystem();
   rec->code = v.code;
 }
 
@@ -101,22 +103,22 @@ inline JaggedScratch ScratchOf(const RowColKernelArgs& p) {
 // CTA 0 copies the client's ends once into `ends` (for per_row of Xᵀ, the one end m), checks
 // the copy as kd::CheckGroupEnds does and writes the verdict to `valid` and a violation to
 // p.error; every CTA zeroes its share of `zero` (`zero_words` words; none for null).
-__global__ void __launch_bounds__(kCheckThreads)
+__global__ void KD_LAUNCH_BOUNDS(kCheckThreads)
     CheckGroupEndsKernel(RowColKernelArgs p, int64_t* ends, int32_t* valid, uint32_t* zero,
                          int64_t zero_words) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kCheckThreads + threadIdx.x; i < zero_words;
-       i += static_cast<int64_t>(gridDim.x) * kCheckThreads) {
+  for (int64_t i = static_cast<int64_t>(gpu::BlockIdxX()) * kCheckThreads + gpu::ThreadIdxX();
+       i < zero_words; i += static_cast<int64_t>(gpu::GridDimX()) * kCheckThreads) {
     zero[i] = 0;
   }
-  if (blockIdx.x != 0) return;
+  if (gpu::BlockIdxX() != 0) return;
   const int64_t groups = ColGroups(p);
   const bool single = p.kind == RowQuantizeKind::kPerRowTransposed;
-  for (int64_t g = threadIdx.x; g < groups; g += kCheckThreads) {
+  for (int64_t g = gpu::ThreadIdxX(); g < groups; g += kCheckThreads) {
     ends[g] = single ? p.m : ClientEnd(p, g);
   }
-  __syncthreads();
+  gpu::SyncThreads();
   const Violation v = FindViolation([&](int64_t g) { return ends[g]; }, groups, p.m);
-  if (threadIdx.x != 0) return;
+  if (gpu::ThreadIdxX() != 0) return;
   *valid = v.code == DeviceErrorRecord::kNone;
   ReportViolation(p, v);
 }
@@ -136,6 +138,7 @@ __device__ __forceinline__ int64_t GroupOfRow(const int64_t* ends, int64_t n, in
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_GROUP_ENDS_CUH_

@@ -13,11 +13,12 @@
 #ifndef KERNELD_KERNELS_GPU_QUANTIZE_PARAMS_H_
 #define KERNELD_KERNELS_GPU_QUANTIZE_PARAMS_H_
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 
+#include "kernels/gpu/vendor.h"
+
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 
 struct DeviceErrorRecord;  // cuda_kernels.h
@@ -114,6 +115,7 @@ cudaError_t LaunchQuantizeRowCol(const QuantizeParams& params, cudaStream_t stre
 uint64_t RowColQuantizeScratchBytes(const QuantizeParams& params);
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_PARAMS_H_

@@ -35,8 +35,6 @@
 // launch: every CTA of its one kernel checks the client's ends itself (CTA 0 reports), so a client
 // rewriting them during the op may get a mix of written and unwritten rows, never an access
 // outside the tensors.
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -50,8 +48,10 @@
 #include "kernels/gpu/quantize_rowcol.cuh"
 #include "kernels/gpu/quantize_rowwise.cuh"
 #include "kernels/gpu/quantize_transposed.cuh"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 namespace {
@@ -230,8 +230,9 @@ cudaError_t LaunchRowsAs(const RowColKernelArgs& p, cudaStream_t stream) {
                       static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)));
   switch (p.kind) {
     case RowQuantizeKind::kPerRow: {
-      const int64_t threads =
-          Clamp((cpr + kPerRowChunks - 1) / kPerRowChunks + 31, 32, kMaxPerRowThreads) / 32 * 32;
+      const int64_t threads = Clamp((cpr + kPerRowChunks - 1) / kPerRowChunks + gpu::kWaveSize - 1,
+                                    gpu::kWaveSize, kMaxPerRowThreads) /
+                              gpu::kWaveSize * gpu::kWaveSize;
       const int64_t grid = std::min<int64_t>(p.m, int64_t{1} << 30);
       PerRowKernel<kType, F>
           <<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), 0, stream>>>(p, vec_in,
@@ -354,4 +355,5 @@ cudaError_t LaunchQuantizeRowCol(const QuantizeParams& q, cudaStream_t stream) {
 }
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

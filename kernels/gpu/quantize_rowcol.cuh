@@ -8,8 +8,10 @@
 
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_params.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -84,6 +86,7 @@ inline int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_ROWCOL_CUH_

@@ -10,8 +10,10 @@
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_group_ends.cuh"
 #include "kernels/gpu/quantize_rowcol.cuh"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -19,7 +21,7 @@ namespace quant {
 // groups of kBlockRows rows. jagged_rowwise: `valid` is the check kernel's verdict, or null when
 // every CTA checks the client's ends itself (`fused_check`).
 template <InputType kType, typename F, bool kMx>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void KD_LAUNCH_BOUNDS(kRowThreads)
     RowBlocksKernel(RowColKernelArgs p, bool vec_in, bool vec_out, const int32_t* valid,
                     bool fused_check) {
   using S = typename Input<kType>::Storage;
@@ -30,20 +32,21 @@ __global__ void __launch_bounds__(kRowThreads)
   if (fused_check) {
     const Violation v = FindViolation([&](int64_t g) { return ClientEnd(p, g); }, p.groups, p.m);
     if (v.code != DeviceErrorRecord::kNone) {
-      if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) ReportViolation(p, v);
+      if (gpu::BlockIdxX() == 0 && gpu::BlockIdxY() == 0 && gpu::ThreadIdxX() == 0)
+        ReportViolation(p, v);
       return;
     }
   }
-  const int tid = threadIdx.x;
+  const int tid = gpu::ThreadIdxX();
   const int64_t cpr = p.k / kVec;  // k is a multiple of the block
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + tid;
+  const int64_t c = static_cast<int64_t>(gpu::BlockIdxX()) * kRowThreads + tid;
   const bool active = c < cpr;
   const int lane = tid % kLanes;
-  const int lane_base = (tid % 32) / kLanes * kLanes;
+  const int lane_base = (tid % gpu::kLaneGroup) / kLanes * kLanes;
   const int64_t block = c / kLanes;
   const S* input = static_cast<const S*>(p.input);
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kBlockRows; r0 < p.m;
-       r0 += static_cast<int64_t>(gridDim.y) * kBlockRows) {
+  for (int64_t r0 = static_cast<int64_t>(gpu::BlockIdxY()) * kBlockRows; r0 < p.m;
+       r0 += static_cast<int64_t>(gpu::GridDimY()) * kBlockRows) {
     uint4 raw[kBlockRows];
 #pragma unroll
     for (int i = 0; i < kBlockRows; ++i) {
@@ -83,7 +86,7 @@ __global__ void __launch_bounds__(kRowThreads)
       }
 #pragma unroll
       for (int i = 0; i < kBlockRows; ++i) {
-        quant[i] = __shfl_sync(0xFFFFFFFFu, own.quant, lane_base + i);
+        quant[i] = gpu::Shfl(own.quant, lane_base + i);
       }
     }
 #pragma unroll
@@ -101,17 +104,17 @@ __global__ void __launch_bounds__(kRowThreads)
 // blockDim * kPerRowChunks chunks. The first pass stays in registers; a row longer than one pass
 // is read again for the encode.
 template <InputType kType, typename F>
-__global__ void __launch_bounds__(kMaxPerRowThreads)
+__global__ void KD_LAUNCH_BOUNDS(kMaxPerRowThreads)
     PerRowKernel(RowColKernelArgs p, bool vec_in, bool vec_out) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
-  __shared__ uint32_t warp_max[2][32];
-  const int tid = threadIdx.x;
-  const int64_t threads = blockDim.x;
+  __shared__ uint32_t warp_max[2][gpu::kLaneGroup];
+  const int tid = gpu::ThreadIdxX();
+  const int64_t threads = gpu::BlockDimX();
   const int64_t cpr = (p.k + kVec - 1) / kVec;
   const int64_t pass = threads * kPerRowChunks;
   int parity = 0;
-  for (int64_t r = blockIdx.x; r < p.m; r += gridDim.x) {
+  for (int64_t r = gpu::BlockIdxX(); r < p.m; r += gpu::GridDimX()) {
     const S* in = static_cast<const S*>(p.input) + r * p.input_stride;
     uint8_t* out = p.output + r * p.output_stride;
     uint4 raw[kPerRowChunks];
@@ -155,18 +158,18 @@ __global__ void __launch_bounds__(kMaxPerRowThreads)
 // ---------------------------------------------------------------------------------------------
 // per_tensor of Y = X. Grid: x covers the chunks of a row, y walks groups of kRowsInFlight rows.
 template <InputType kType>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void KD_LAUNCH_BOUNDS(kRowThreads)
     TensorAmaxKernel(RowColKernelArgs p, bool vec_in, uint32_t* partials) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
-  __shared__ uint32_t warp_max[kRowThreads / 32];
+  __shared__ uint32_t warp_max[kRowThreads / gpu::kLaneGroup];
   const int64_t cpr = (p.k + kVec - 1) / kVec;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x;
+  const int64_t c = static_cast<int64_t>(gpu::BlockIdxX()) * kRowThreads + gpu::ThreadIdxX();
   const S* input = static_cast<const S*>(p.input);
   uint32_t m = 0;
   if (c < cpr) {
-    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsInFlight; r0 < p.m;
-         r0 += static_cast<int64_t>(gridDim.y) * kRowsInFlight) {
+    for (int64_t r0 = static_cast<int64_t>(gpu::BlockIdxY()) * kRowsInFlight; r0 < p.m;
+         r0 += static_cast<int64_t>(gpu::GridDimY()) * kRowsInFlight) {
       uint4 raw[kRowsInFlight];
 #pragma unroll
       for (int i = 0; i < kRowsInFlight; ++i) {
@@ -178,31 +181,32 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   m = CtaMax(m, warp_max);
-  if (threadIdx.x == 0) partials[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = m;
+  if (gpu::ThreadIdxX() == 0)
+    partials[static_cast<int64_t>(gpu::BlockIdxY()) * gpu::GridDimX() + gpu::BlockIdxX()] = m;
 }
 
 // Folds the `count` partials into the scale (every CTA), writes the stored scale (CTA 0), and
 // encodes, walking row groups from the last.
 template <InputType kType, typename F>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void KD_LAUNCH_BOUNDS(kRowThreads)
     TensorEncodeKernel(RowColKernelArgs p, bool vec_in, bool vec_out, const uint32_t* partials,
                        int64_t count) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
-  __shared__ uint32_t warp_max[kRowThreads / 32];
+  __shared__ uint32_t warp_max[kRowThreads / gpu::kLaneGroup];
   uint32_t m = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kRowThreads) m = max(m, partials[i]);
+  for (int64_t i = gpu::ThreadIdxX(); i < count; i += kRowThreads) m = max(m, partials[i]);
   m = CtaMax(m, warp_max);
   const BlockScale sc = ComputeScale(m, F::kMax, p.eps, p.pow2_scales);
-  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+  if (gpu::BlockIdxX() == 0 && gpu::BlockIdxY() == 0 && gpu::ThreadIdxX() == 0) {
     static_cast<float*>(p.scales)[0] = sc.stored;
   }
   const int64_t cpr = (p.k + kVec - 1) / kVec;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kRowThreads + threadIdx.x;
+  const int64_t c = static_cast<int64_t>(gpu::BlockIdxX()) * kRowThreads + gpu::ThreadIdxX();
   if (c >= cpr) return;
   const S* input = static_cast<const S*>(p.input);
   const int64_t groups = (p.m + kRowsInFlight - 1) / kRowsInFlight;
-  for (int64_t g = blockIdx.y; g < groups; g += gridDim.y) {
+  for (int64_t g = gpu::BlockIdxY(); g < groups; g += gpu::GridDimY()) {
     const int64_t r0 = (groups - 1 - g) * kRowsInFlight;
     uint4 raw[kRowsInFlight];
 #pragma unroll
@@ -222,6 +226,7 @@ __global__ void __launch_bounds__(kRowThreads)
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_ROWWISE_CUH_

@@ -41,8 +41,6 @@
 // Codes are converted by the hardware (fp8::EncodeFinite4) when every scale of the tile (of the
 // row, for the dual pass's Y = X) has a finite amax and is finite, else by
 // fp8::EncodeBranchFree (exact for every input).
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <type_traits>
 
@@ -51,8 +49,10 @@
 #include "kernels/gpu/fp8_encode.h"
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_params.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 namespace {
@@ -103,7 +103,7 @@ TiledKernelArgs TiledArgsOf(const QuantizeParams& q) {
 }
 
 constexpr int kTileThreads = 256;
-constexpr int kTileWarps = kTileThreads / 32;
+constexpr int kTileWarps = kTileThreads / gpu::kLaneGroup;
 constexpr int kOutChunks = kBlock / 16;  // 16-byte chunks in a 128-byte row of codes
 
 template <InputType kType>
@@ -143,7 +143,7 @@ constexpr int TileSharedBytes() {
   return ModeTraits<kMode>::kTransposed ? kTile + kBlock * kBlock : 0;
 }
 
-// CTAs per SM the kernels are compiled for (the register cap of __launch_bounds__).
+// CTAs per SM the kernels are compiled for (the register cap of KD_LAUNCH_BOUNDS).
 // NOTE: resident CTAs, not loads per CTA, set the transposed forms' bandwidth. The register kernel
 // holds its tile in registers while the loads are in flight: 64 registers for two-byte inputs, 4
 // CTAs (4 x 48 KB of shared memory). The async kernel needs no registers for its loads: 48
@@ -181,7 +181,7 @@ __device__ __forceinline__ uint32_t AbsBitsOf(uint32_t word, int e) {
     if constexpr (kType == InputType::kBF16) {
       return h << 16;
     } else {
-      return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(h))));
+      return fp8::FloatBits(gpu::HalfBitsToFloat(static_cast<uint16_t>(h)));
     }
   }
 }
@@ -197,8 +197,8 @@ __device__ __forceinline__ void WordElements(const typename TileGeometry<kType>:
     a = fp8::BitsToFloat(w << 16);
     b = fp8::BitsToFloat(w & 0xFFFF0000u);
   } else {
-    a = __half2float(__ushort_as_half(static_cast<uint16_t>(w & 0xFFFFu)));
-    b = __half2float(__ushort_as_half(static_cast<uint16_t>(w >> 16)));
+    a = gpu::HalfBitsToFloat(static_cast<uint16_t>(w & 0xFFFFu));
+    b = gpu::HalfBitsToFloat(static_cast<uint16_t>(w >> 16));
   }
 }
 
@@ -212,7 +212,7 @@ __device__ __forceinline__ int OutTileOffset(int row, int c) {
 // `vec_in`: X allows 16-byte loads (aligned base and row pitch); `vec_out`: Y = X allows one
 // chunk's codes per store; `vec_out_t`: Y = Xᵀ allows 16-byte stores.
 template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
-__global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
+__global__ void KD_LAUNCH_BOUNDS(kTileThreads, (TileMinBlocks<kType, kAsync>()))
     QuantizeTiledKernel(TiledKernelArgs p, int group_k, bool vec_in, bool vec_out, bool vec_out_t) {
   using G = TileGeometry<kType>;
   using S = typename G::S;
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
   __shared__ float col_quant[T::kColScale ? kBlock : 1];
   __shared__ uint32_t warp_max[kTileWarps];
 
-  const int tid = threadIdx.x;
+  const int tid = gpu::ThreadIdxX();
   const int lane_col = tid % kLanes;
   const int row_in_pass = tid / kLanes;
   // Tile order (TiledGroupK): row-major, or groups of group_k consecutive column tiles taken
@@ -238,12 +238,12 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
   int64_t m0, k0;
   if constexpr (!T::kTransposed) {
     const int64_t k_tiles = (p.k + kBlock - 1) / kBlock;
-    const int64_t tile_m = blockIdx.x / k_tiles;
+    const int64_t tile_m = gpu::BlockIdxX() / k_tiles;
     m0 = tile_m * kBlock;
-    k0 = (blockIdx.x - tile_m * k_tiles) * kBlock;
+    k0 = (gpu::BlockIdxX() - tile_m * k_tiles) * kBlock;
   } else {
     const int k_tiles = static_cast<int>((p.k + kBlock - 1) / kBlock);
-    const int tile = static_cast<int>(blockIdx.x);
+    const int tile = static_cast<int>(gpu::BlockIdxX());
     if (group_k >= k_tiles) {
       const int tile_m = tile / k_tiles;
       m0 = static_cast<int64_t>(tile_m) * kBlock;
@@ -277,8 +277,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       const S* src = bytes > 0 ? input + r * p.input_stride + kc : input;
       CpAsync16(xs + row_of(j) * G::kRowBytes + lane_col * 16, src, bytes);
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    CpAsyncWaitAll();
   } else {
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
@@ -374,16 +373,17 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       for (int offset = kLanes; offset < 32; offset *= 2) {
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
-          cm[w] = MaxWord<kType>(cm[w], __shfl_xor_sync(0xFFFFFFFFu, cm[w], offset));
+          cm[w] = MaxWord<kType>(cm[w], gpu::ShflXor(cm[w], offset));
         }
       }
-      if (tid % 32 < kLanes) {
-        col_part[(tid / 32) * kLanes + lane_col] = make_uint4(cm[0], cm[1], cm[2], cm[3]);
+      if (tid % gpu::kLaneGroup < kLanes) {
+        col_part[(tid / gpu::kLaneGroup) * kLanes + lane_col] =
+            make_uint4(cm[0], cm[1], cm[2], cm[3]);
       }
     }
     if constexpr (T::kTileScale) {
       tile_amax = GroupMax<32>(tile_amax);
-      if (tid % 32 == 0) warp_max[tid / 32] = tile_amax;
+      if (tid % gpu::kLaneGroup == 0) warp_max[tid / gpu::kLaneGroup] = tile_amax;
     }
     if constexpr (T::kTransposed && !kAsync) {
 #pragma unroll
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       }
     }
   }
-  __syncthreads();
+  gpu::SyncThreads();
 
   // 3. The scales that need the whole tile: columns, the tile.
   if constexpr (T::kColScale) {
@@ -459,7 +459,7 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       }
     }
   }
-  const bool hw = __syncthreads_and(finite) != 0;
+  const bool hw = gpu::SyncThreadsAnd(finite) != 0;
 
   // 4. Y = X: 128x1 with column scales, the dual pass with row scales, the 128x128 dual pass
   // with the tile's scale. A row's quant scale
@@ -542,11 +542,11 @@ __global__ void __launch_bounds__(kTileThreads, TileMinBlocks<kType, kAsync>())
       if constexpr (!kAsync) store_codes(h);
     }
     if constexpr (kAsync) {
-      __syncthreads();  // every read of the tile done: its first 16 KB take the codes
+      gpu::SyncThreads();  // every read of the tile done: its first 16 KB take the codes
       store_codes(0);
       store_codes(1);
     }
-    __syncthreads();
+    gpu::SyncThreads();
     uint8_t* out = T::kDualPass ? p.output_t : p.output;
     const int64_t out_stride = T::kDualPass ? p.output_t_stride : p.output_stride;
 #pragma unroll
@@ -672,4 +672,5 @@ cudaError_t LaunchQuantizeTiled(const QuantizeParams& q, cudaStream_t stream) {
 }
 
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

@@ -8,8 +8,10 @@
 
 #include "kernels/gpu/quantize_common.cuh"
 #include "kernels/gpu/quantize_rowcol.cuh"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
+inline namespace KD_GPU_NS {
 namespace cuda {
 namespace quant {
 
@@ -32,7 +34,7 @@ constexpr int kCtRows = 128;
 constexpr int kCtChunks = 16;                         // 16-byte chunks per tile row
 constexpr int kCtQuads = kCtRows / 4;                 // code words per Y row of a tile
 constexpr int kCtHalfQuads = kCtThreads / kCtChunks;  // quads per half of a tile
-constexpr int kCtWarps = kCtThreads / 32;
+constexpr int kCtWarps = kCtThreads / gpu::kLaneGroup;
 constexpr int kCtSlots = 8;  // rows a thread holds
 static_assert(2 * kCtHalfQuads == kCtQuads, "two quads per thread");
 
@@ -52,7 +54,7 @@ struct ColTileArgs {
 
 // The local row of slot j of this thread.
 __device__ __forceinline__ int CtSlotRow(int j) {
-  return 4 * (static_cast<int>(threadIdx.x) / kCtChunks + kCtHalfQuads * (j / 4)) + j % 4;
+  return 4 * (static_cast<int>(gpu::ThreadIdxX()) / kCtChunks + kCtHalfQuads * (j / 4)) + j % 4;
 }
 
 // |x| maxima of the elements of a chunk word, element-wise (two halves of two-byte inputs).
@@ -80,7 +82,7 @@ __device__ __forceinline__ uint32_t ColumnBits(const uint32_t (&acc)[4], int i) 
     if constexpr (kType == InputType::kBF16) {
       return h << 16;
     } else {
-      return fp8::FloatBits(__half2float(__ushort_as_half(static_cast<uint16_t>(h))));
+      return fp8::FloatBits(gpu::HalfBitsToFloat(static_cast<uint16_t>(h)));
     }
   }
 }
@@ -92,14 +94,14 @@ __device__ __forceinline__ void WarpColumnMax(uint32_t (&acc)[4], uint32_t* red_
   constexpr int kVec = kVecOf<kType>;
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
-    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, acc[w], 16);
+    const uint32_t other = gpu::ShflXor(acc[w], 16);
     if constexpr (kType == InputType::kF32) {
       acc[w] = max(acc[w], other);
     } else {
       acc[w] = MaxU16x2(acc[w], other);
     }
   }
-  const int lane = threadIdx.x % 32;
+  const int lane = gpu::ThreadIdxX() % gpu::kLaneGroup;
   if (lane < 16) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) red_warp[lane * kVec + i] = ColumnBits<kType>(acc, i);
@@ -118,7 +120,7 @@ __device__ __forceinline__ void EncodeWords(const uint4& raw, const float (&q)[k
 }
 
 template <InputType kType, typename F, ColMode kMode>
-__global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs p, ColTileArgs a) {
+__global__ void KD_LAUNCH_BOUNDS(kCtThreads, 2) ColTileKernel(RowColKernelArgs p, ColTileArgs a) {
   using S = typename Input<kType>::Storage;
   constexpr int kVec = kVecOf<kType>;
   constexpr int kCols = kCtColsOf<kType>;
@@ -129,16 +131,16 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
   __shared__ __align__(16) uint32_t codes[kCols * kCtQuads];
   __shared__ uint32_t warp_max[kCtWarps];
   extern __shared__ uint4 staged[];  // kCtStagedBytes: kCtStages items' chunks
-  const int tid = threadIdx.x;
+  const int tid = gpu::ThreadIdxX();
   const int cc = tid % kCtChunks;
-  const int warp = tid / 32;
+  const int warp = tid / gpu::kLaneGroup;
   float tensor_quant = 0.0f;
   if constexpr (kMode == ColMode::kTensor) {
     uint32_t m = 0;
     for (int64_t i = tid; i < a.partial_count; i += kCtThreads) m = max(m, a.partials[i]);
     m = CtaMax(m, warp_max);
     const BlockScale sc = ComputeScale(m, F::kMax, p.eps, p.pow2_scales);
-    if (blockIdx.x == 0 && tid == 0) static_cast<float*>(p.scales)[0] = sc.stored;
+    if (gpu::BlockIdxX() == 0 && tid == 0) static_cast<float*>(p.scales)[0] = sc.stored;
     tensor_quant = sc.quant;
   }
   const S* input = static_cast<const S*>(p.input);
@@ -161,7 +163,7 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
   // here. Every call commits one cp.async group, an empty one past the last item.
   const auto prefetch = [&](int64_t n, int stage) {
     if (n >= a.items) {
-      asm volatile("cp.async.commit_group;" ::: "memory");
+      CpAsyncCommit();
       return;
     }
     int64_t m0, k0, strip;
@@ -174,26 +176,23 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
       uint4* dst = &staged[(stage * kCtSlots + j) * kCtThreads + tid];
       if (whole && m < p.m) {
         const S* src = input + m * p.input_stride + c * kVec;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                         static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-                     "l"(src)
-                     : "memory");
+        CpAsync16(dst, src, 16);
       } else {
         *dst = m < p.m ? LoadChunk<kType>(input + m * p.input_stride, c, p.k, a.vec_in)
                        : make_uint4(0, 0, 0, 0);
       }
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    CpAsyncCommit();
   };
   const auto step = [&](int64_t n, int stage) {
     int64_t m0, k0, strip;
     coords(n, m0, k0, strip);
     static_assert(kCtStages == 2, "one group (the next item's) may stay in flight");
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    CpAsyncWait<1>();
     uint4 tile[kCtSlots];
 #pragma unroll
     for (int j = 0; j < kCtSlots; ++j) tile[j] = staged[(stage * kCtSlots + j) * kCtThreads + tid];
-    prefetch(n + kCtStages * static_cast<int64_t>(gridDim.x), stage);
+    prefetch(n + kCtStages * static_cast<int64_t>(gpu::GridDimX()), stage);
     const int64_t m_end = min(m0 + kCtRows, p.m);
     uint32_t row_codes[kCtSlots][kVec / 4];
 #pragma unroll
@@ -221,7 +220,7 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
       }
       WarpColumnMax<kType>(acc[0], red[0][warp]);
       WarpColumnMax<kType>(acc[1], red[1][warp]);
-      __syncthreads();
+      gpu::SyncThreads();
       if (tid < kCols) {
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
           }
         }
       }
-      __syncthreads();
+      gpu::SyncThreads();
 #pragma unroll
       for (int j = 0; j < kCtSlots; ++j) {
         const int row = CtSlotRow(j);
@@ -268,7 +267,7 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
         codes[(col + 3) * kCtQuads + at] = __byte_perm(hi01, hi23, 0x7632);
       }
     }
-    __syncthreads();
+    gpu::SyncThreads();
 #pragma unroll
     for (int i = 0; i < kPieces; ++i) {
       const int u = i * kCtThreads + tid;
@@ -291,13 +290,13 @@ __global__ void __launch_bounds__(kCtThreads, 2) ColTileKernel(RowColKernelArgs 
         }
       }
     }
-    __syncthreads();  // codes (and red, col_quant) are reused by the next item
+    gpu::SyncThreads();  // codes (and red, col_quant) are reused by the next item
   };
-  if (blockIdx.x >= a.items) return;
-  prefetch(blockIdx.x, 0);
-  prefetch(blockIdx.x + static_cast<int64_t>(gridDim.x), 1);
+  if (gpu::BlockIdxX() >= a.items) return;
+  prefetch(gpu::BlockIdxX(), 0);
+  prefetch(gpu::BlockIdxX() + static_cast<int64_t>(gpu::GridDimX()), 1);
   int stage = 0;
-  for (int64_t n = blockIdx.x; n < a.items; n += gridDim.x) {
+  for (int64_t n = gpu::BlockIdxX(); n < a.items; n += gpu::GridDimX()) {
     step(n, stage);
     stage ^= 1;
   }
@@ -323,16 +322,16 @@ __device__ __forceinline__ int MxtCodeOffset(int row, int c) {
 }
 
 template <InputType kType, typename F>
-__global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
+__global__ void KD_LAUNCH_BOUNDS(kMxtThreads, kMxtMinBlocks)
     MxTileAsyncKernel(RowColKernelArgs p, int group_k, bool vec_out16, bool vec_scales) {
   using S = typename Input<kType>::Storage;
   static_assert(sizeof(S) == 2, "two-byte inputs");
   extern __shared__ __align__(16) unsigned char mxt_smem[];
   __shared__ uint32_t scale_words[kMxtEdge];  // the 4 e8m0 codes of each tile column
-  const int tid = threadIdx.x;
+  const int tid = gpu::ThreadIdxX();
   // Tile order: row-major, or groups of group_k column tiles taken row band by row band.
   const int k_tiles = static_cast<int>((p.k + kMxtEdge - 1) / kMxtEdge);
-  const int tile = static_cast<int>(blockIdx.x);
+  const int tile = static_cast<int>(gpu::BlockIdxX());
   int tile_m, tile_k;
   if (group_k >= k_tiles) {
     tile_m = tile / k_tiles;
@@ -362,7 +361,7 @@ __global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
     }
     CpAsyncWaitAll();
   }
-  __syncthreads();
+  gpu::SyncThreads();
   const int pair = tid % 64, block = tid / 64;
   const unsigned char* at = xs + block * 32 * kMxtRowBytes + pair * 4;
   uint32_t acc = 0;
@@ -385,7 +384,7 @@ __global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
     EncodePair16<kType, F>(at + 16 * h * kMxtRowBytes, kMxtRowBytes, qa, qb, hwa, hwb, held[h][0],
                            held[h][1]);
   }
-  __syncthreads();  // every read of the tile done: its first 16 KB take the codes
+  gpu::SyncThreads();  // every read of the tile done: its first 16 KB take the codes
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     *reinterpret_cast<uint4*>(xs + MxtCodeOffset(2 * pair, 2 * block + h)) = held[h][0];
@@ -404,7 +403,7 @@ __global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
       for (int b = 0; b < n; ++b) dst[b] = static_cast<uint8_t>(w >> (8 * b));
     }
   }
-  __syncthreads();
+  gpu::SyncThreads();
 #pragma unroll
   for (int i = 0; i < kMxtEdge * (kMxtEdge / 16) / kMxtThreads; ++i) {
     const int idx = i * kMxtThreads + tid;
@@ -419,6 +418,7 @@ __global__ void __launch_bounds__(kMxtThreads, kMxtMinBlocks)
 
 }  // namespace quant
 }  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_QUANTIZE_TRANSPOSED_CUH_

@@ -9,9 +9,11 @@
 // band, so both the 16-byte stores of the load phase and the word reads of the store phase hit
 // 32 distinct banks.
 #include "kernels/gpu/transpose_fp8.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
-namespace cuda_gemm {
+inline namespace KD_GPU_NS {
+namespace cuda {
 namespace {
 
 constexpr int kTile = 128;  // bytes per tile side
@@ -37,13 +39,13 @@ __device__ __forceinline__ void Transpose4x4(uint32_t x0, uint32_t x1, uint32_t 
   y[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
-__global__ void __launch_bounds__(kThreads) TransposeFp8Kernel(const TransposeFp8Params p) {
+__global__ void KD_LAUNCH_BOUNDS(kThreads) TransposeFp8Kernel(const TransposeFp8Params p) {
   __shared__ __align__(16) uint32_t tile[kTile * kWords];
   const int64_t col_tiles = (p.cols + kTile - 1) / kTile;
-  const int64_t row_tile = blockIdx.x / col_tiles, col_tile = blockIdx.x % col_tiles;
+  const int64_t row_tile = gpu::BlockIdxX() / col_tiles, col_tile = gpu::BlockIdxX() % col_tiles;
   const int64_t r0 = row_tile * kTile, c0 = col_tile * kTile;
   const int64_t cols_here = p.cols - c0 < kTile ? p.cols - c0 : kTile;
-  const int tid = threadIdx.x;
+  const int tid = gpu::ThreadIdxX();
 
   if (tid == 0 && p.src_scales != nullptr) {
     p.dst_scales[col_tile * (p.rows / kTile) + row_tile] =
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) TransposeFp8Kernel(const TransposeFp
     }
     *reinterpret_cast<uint4*>(&tile[SwizzledWord(r, c * 4)]) = v;
   }
-  __syncthreads();
+  gpu::SyncThreads();
 
   const int band = tid % (kThreads / kWords);  // 16-row band of the source tile
   const int w = tid / (kThreads / kWords);     // word column: output rows 4w .. 4w+3
@@ -113,5 +115,6 @@ cudaError_t LaunchTransposeFp8(const TransposeFp8Params& p, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-}  // namespace cuda_gemm
+}  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

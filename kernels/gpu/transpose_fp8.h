@@ -1,15 +1,17 @@
 // Byte-matrix transpose for the NN (dgrad) GEMM on sm_90a: FP8 wgmma reads only operands that are
 // contiguous along the reduction, so NN's W (R,N), N-major, is copied to Wᵀ (N,R) first, with its
-// 128x128 scale grid transposed alongside. Internal to kernels/cuda/gemm (gemm_fp8.cc calls it).
+// 128x128 scale grid transposed alongside. Portable (kernels/gpu, both builds); the NVIDIA GEMM
+// (kernels/cuda/gemm/gemm_fp8.cc) calls it.
 #ifndef KERNELD_KERNELS_GPU_TRANSPOSE_FP8_H_
 #define KERNELD_KERNELS_GPU_TRANSPOSE_FP8_H_
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
+#include "kernels/gpu/vendor.h"
+
 namespace kd {
-namespace cuda_gemm {
+inline namespace KD_GPU_NS {
+namespace cuda {
 
 struct TransposeFp8Params {
   // Source (rows, cols) of 1-byte elements, row i at src + i * src_stride. rows must be a
@@ -35,7 +37,8 @@ struct TransposeFp8Params {
 // else the launch error.
 cudaError_t LaunchTransposeFp8(const TransposeFp8Params& params, cudaStream_t stream);
 
-}  // namespace cuda_gemm
+}  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_GPU_TRANSPOSE_FP8_H_

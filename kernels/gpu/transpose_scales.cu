@@ -2,27 +2,29 @@
 // contiguous bytes each) and writes 32 rows' runs of 32 consecutive blocks; the tile's padded
 // row keeps both phases free of bank conflicts.
 #include "kernels/gpu/transpose_scales.h"
+#include "kernels/gpu/vendor.h"
 
 namespace kd {
-namespace cuda_gemm {
+inline namespace KD_GPU_NS {
+namespace cuda {
 namespace {
 
 constexpr int kTile = 32;        // rows and blocks per CTA
 constexpr int kRowsPerPass = 8;  // tile rows a pass of the CTA's threads covers
 
-__global__ void __launch_bounds__(kTile* kRowsPerPass)
+__global__ void KD_LAUNCH_BOUNDS(kTile* kRowsPerPass)
     TransposeScalesKernel(const float* src, int64_t ld, int64_t rows, int64_t blocks, float* dst) {
   __shared__ float tile[kTile][kTile + 1];
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  for (int i = threadIdx.y; i < kTile; i += kRowsPerPass) {
-    const int64_t b = b0 + i, r = r0 + threadIdx.x;
-    if (b < blocks && r < rows) tile[i][threadIdx.x] = src[b * ld + r];
+  const int64_t r0 = static_cast<int64_t>(gpu::BlockIdxX()) * kTile;
+  const int64_t b0 = static_cast<int64_t>(gpu::BlockIdxY()) * kTile;
+  for (int i = gpu::ThreadIdxY(); i < kTile; i += kRowsPerPass) {
+    const int64_t b = b0 + i, r = r0 + gpu::ThreadIdxX();
+    if (b < blocks && r < rows) tile[i][gpu::ThreadIdxX()] = src[b * ld + r];
   }
-  __syncthreads();
-  for (int i = threadIdx.y; i < kTile; i += kRowsPerPass) {
-    const int64_t r = r0 + i, b = b0 + threadIdx.x;
-    if (r < rows && b < blocks) dst[r * blocks + b] = tile[threadIdx.x][i];
+  gpu::SyncThreads();
+  for (int i = gpu::ThreadIdxY(); i < kTile; i += kRowsPerPass) {
+    const int64_t r = r0 + i, b = b0 + gpu::ThreadIdxX();
+    if (r < rows && b < blocks) dst[r * blocks + b] = tile[gpu::ThreadIdxX()][i];
   }
 }
 
@@ -40,5 +42,6 @@ cudaError_t LaunchTransposeScales(const float* src, int64_t ld, int64_t rows, in
   return cudaGetLastError();
 }
 
-}  // namespace cuda_gemm
+}  // namespace cuda
+}  // namespace KD_GPU_NS
 }  // namespace kd

@@ -14,8 +14,11 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define KD_HOST_DEVICE __host__ __device__ __forceinline__
+#elif defined(__HIPCC__)
+// HIP's __forceinline__ comes with its runtime header, which this header does not need.
+#define KD_HOST_DEVICE __host__ __device__ inline __attribute__((always_inline))
 #else
 #define KD_HOST_DEVICE inline
 #endif
@@ -24,8 +27,10 @@ namespace kd {
 namespace fp8 {
 
 KD_HOST_DEVICE uint32_t FloatBits(float f) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(uint32_t, f);
 #else
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
@@ -34,8 +39,10 @@ KD_HOST_DEVICE uint32_t FloatBits(float f) {
 }
 
 KD_HOST_DEVICE float BitsToFloat(uint32_t u) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(float, u);
 #else
   float f;
   std::memcpy(&f, &u, sizeof(f));

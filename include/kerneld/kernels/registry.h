@@ -24,7 +24,7 @@ struct RegistryOptions {
 class BackendRegistry {
  public:
   // Probes what was compiled in. FAILED_PRECONDITION when `preferred` names a backend that is not
-  // compiled in or has no device.
+  // compiled in or has no device (the message says which, with the runtime's reason).
   static absl::StatusOr<std::unique_ptr<BackendRegistry>> Create(const RegistryOptions& options);
   // A registry of exactly `backends` (the first is the default), for embedding kerneld's server
   // with backends of one's own and for fault-injection tests.
@@ -38,9 +38,13 @@ class BackendRegistry {
   Backend* GetByName(absl::string_view name) const;
   // GPU backends first, the CPU backend last.
   std::vector<Backend*> All() const;
+  // Why each GPU backend that was compiled in and probed is absent ("the hip backend found no
+  // device (hipErrorNoDevice: ...); it needs ..."), for the daemon's start-up log.
+  const std::vector<std::string>& Unavailable() const { return unavailable_; }
 
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<std::string> unavailable_;
   Backend* default_ = nullptr;
 };
 

@@ -45,7 +45,7 @@ cudaError_t CopyKBlockMajor(const Tensor& t, float* dst, cudaStream_t stream) {
                              rows * sizeof(float), blocks, cudaMemcpyDeviceToDevice, stream);
   }
   // Row-major (row stride t.strides[0] >= blocks): its transpose, (blocks, rows).
-  return cuda_gemm::LaunchTransposeScales(src, t.strides[0], blocks, rows, dst, stream);
+  return cuda::LaunchTransposeScales(src, t.strides[0], blocks, rows, dst, stream);
 }
 
 }  // namespace

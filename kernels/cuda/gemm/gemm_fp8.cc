@@ -323,7 +323,7 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   }
   uint8_t* bt = static_cast<uint8_t*>(scratch);
   float* bt_scales = reinterpret_cast<float*>(bt + NnScalesOffset(args));
-  cuda_gemm::TransposeFp8Params t;
+  cuda::TransposeFp8Params t;
   t.src = args.b.as<const uint8_t>();
   t.src_stride = args.b.strides[0];
   t.rows = args.b.shape[0];
@@ -334,7 +334,7 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
   t.dst_scales = bt_scales;
   // The NT kernel splits its tail only in a caller's scratch (as for NT itself).
   void* rest = owned.get() == nullptr ? static_cast<char*>(scratch) + NnRestOffset(args) : nullptr;
-  const cudaError_t err = cuda_gemm::LaunchTransposeFp8(t, stream);
+  const cudaError_t err = cuda::LaunchTransposeFp8(t, stream);
   absl::Status status = err == cudaSuccess
                             ? LaunchGemmFp8(NnAsNtArgs(args, bt, bt_scales), config, stream, rest)
                             : absl::InternalError(absl::StrCat("gemm nn: transpose of b launch: ",
@@ -504,14 +504,14 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
 
   cudaError_t err = cudaSuccess;
   if (copy_a) {
-    err = cuda_gemm::LaunchTransposeScales(args.a_scales.as<const float>(),
-                                           args.a_scales.strides[1], args.a_scales.shape[0],
-                                           args.a_scales.shape[1], g.a_scales.as<float>(), stream);
+    err = cuda::LaunchTransposeScales(args.a_scales.as<const float>(), args.a_scales.strides[1],
+                                      args.a_scales.shape[0], args.a_scales.shape[1],
+                                      g.a_scales.as<float>(), stream);
   }
   if (copy_b && err == cudaSuccess) {
-    err = cuda_gemm::LaunchTransposeScales(args.b_scales.as<const float>(),
-                                           args.b_scales.strides[1], args.b_scales.shape[0],
-                                           args.b_scales.shape[1], g.b_scales.as<float>(), stream);
+    err = cuda::LaunchTransposeScales(args.b_scales.as<const float>(), args.b_scales.strides[1],
+                                      args.b_scales.shape[0], args.b_scales.shape[1],
+                                      g.b_scales.as<float>(), stream);
   }
   if (err == cudaSuccess) {
     err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, map_sa, map_sb, map_d, config.block_m,

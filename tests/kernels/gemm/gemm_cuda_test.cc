@@ -889,7 +889,7 @@ TEST(TransposeFp8Test, CopiesEveryByteAndScaleExactly) {
     ASSERT_EQ(cudaMemcpy(d_scales, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
     ASSERT_EQ(cudaMemset(d_dst, 0xA5, c.cols * c.rows), cudaSuccess);
-    cuda_gemm::TransposeFp8Params p;
+    cuda::TransposeFp8Params p;
     p.src = d_src;
     p.src_stride = c.stride;
     p.rows = c.rows;
@@ -898,7 +898,7 @@ TEST(TransposeFp8Test, CopiesEveryByteAndScaleExactly) {
     p.src_scales = d_scales;
     p.src_scales_stride = scale_stride;
     p.dst_scales = d_scales_t;
-    ASSERT_EQ(cuda_gemm::LaunchTransposeFp8(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::LaunchTransposeFp8(p, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint8_t> dst(c.cols * c.rows);
     std::vector<float> scales_t(cb * rb);
@@ -932,26 +932,26 @@ TEST(TransposeFp8Test, RefusesWhatItCannotCopy) {
   if (!HaveSm90()) GTEST_SKIP() << "no sm_90 GPU";
   uint8_t* buf = nullptr;
   ASSERT_EQ(cudaMalloc(&buf, 1 << 20), cudaSuccess);
-  cuda_gemm::TransposeFp8Params p;
+  cuda::TransposeFp8Params p;
   p.src = buf;
   p.src_stride = 256;
   p.rows = 256;
   p.cols = 256;
   p.dst = buf + (1 << 19);
-  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(p, nullptr), cudaSuccess);
+  EXPECT_EQ(cuda::LaunchTransposeFp8(p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cuda_gemm::TransposeFp8Params bad = p;
+  cuda::TransposeFp8Params bad = p;
   bad.rows = 200;  // not a multiple of 128
-  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
   bad = p;
   bad.src_stride = 264;  // not a multiple of 16
-  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
   bad = p;
   bad.src = buf + 8;
-  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
   bad = p;
   bad.src_scales = reinterpret_cast<const float*>(buf);  // without dst_scales
-  EXPECT_EQ(cuda_gemm::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchTransposeFp8(bad, nullptr), cudaErrorInvalidValue);
   cudaFree(buf);
 }
 
@@ -1099,7 +1099,7 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
   for (int64_t i = 0; i < m * n; i += 997) nonzero += got_nt.data<uint16_t>()[i] != 0;
   EXPECT_GT(nonzero, 0) << "the output is all zero: the comparison proves nothing";
 
-  cuda_gemm::TransposeFp8Params tp;
+  cuda::TransposeFp8Params tp;
   tp.src = dw.t.as<const uint8_t>();
   tp.src_stride = n;
   tp.rows = r;
@@ -1132,7 +1132,7 @@ TEST(GemmCudaTest, NnEqualsNtOnTransposedWeightBitForBit) {
   const double nt_us = time_us([&] { (void)LaunchGemmFp8(nt, config, nullptr, nt_scratch); });
   const double nn_us = time_us([&] { (void)LaunchGemmFp8(nn, config, nullptr, scratch); });
   const double nn_alloc_us = time_us([&] { (void)LaunchGemmFp8(nn, config, nullptr); });
-  const double tr_us = time_us([&] { (void)cuda_gemm::LaunchTransposeFp8(tp, nullptr); });
+  const double tr_us = time_us([&] { (void)cuda::LaunchTransposeFp8(tp, nullptr); });
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const double flops = 2.0 * m * n * r;
   std::printf(

@@ -1,0 +1,66 @@
+// The NVIDIA build's GEMM (kernels/gpu/gpu_gemm.h). Which kernel runs is ChooseGemmKernel's
+// (kernels/gpu/gemm_dispatch.h): the wgmma kernel on sm_90, the portable tile GEMM on the other
+// devices with FP8 matrix instructions (and on sm_90 for a TileGemmConfig or formats other than
+// e4m3fn). The wgmma kernel's config comes from GemmArgs::config (the daemon's tune cache); which
+// code runs and what happens to a config that cannot run is LaunchGemmWithFallback's
+// (gemm/gemm_launch.h): such a config never fails the request. NN runs as NT on a transposed copy
+// of b, and cuBLASLt takes its workspace, in the stream's scratch.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kerneld/kernels/status_macros.h"
+#include "kernels/cuda/gemm/gemm_fp8.h"
+#include "kernels/cuda/gemm/gemm_launch.h"
+#include "kernels/cuda/gemm_harness.h"
+#include "kernels/gpu/device_attributes.h"
+#include "kernels/gpu/gemm_dispatch.h"
+#include "kernels/gpu/gpu_check.h"
+#include "kernels/gpu/gpu_gemm.h"
+#include "kernels/gpu/tile_gemm/tile_gemm.h"
+#include "kernels/gpu/tile_gemm/tile_gemm_args.h"
+
+namespace kd {
+inline namespace KD_GPU_NS {
+namespace {
+
+// This build always links the sm_90a kernel (kerneld_cuda_gemm).
+constexpr bool kWgmmaBuilt = true;
+
+}  // namespace
+
+absl::Status GpuGemmSupports(const GemmArgs& g, const DeviceProperties& device) {
+  KD_ASSIGN_OR_RETURN(const GemmKernel kernel,
+                      ChooseGemmKernel(g, device.arch, device.name, kWgmmaBuilt));
+  if (kernel == GemmKernel::kTile) return tile_gemm::TileGemmSupports(g, device.arch);
+  return CudaSupportsGemmFp8(g);
+}
+
+absl::Status LaunchGpuGemm(const GemmArgs& g, const DeviceProperties& device, cudaStream_t stream,
+                           GemmScratchFn scratch_fn) {
+  KD_ASSIGN_OR_RETURN(const GemmKernel kernel,
+                      ChooseGemmKernel(g, device.arch, device.name, kWgmmaBuilt));
+  if (kernel == GemmKernel::kTile) return tile_gemm::LaunchTileGemmConfig(g, g.config, stream);
+  int sms = 0;
+  KD_GPU_RETURN_IF_ERROR(cuda::CurrentSmCount(&sms));
+  void* scratch = nullptr;
+  if (const uint64_t bytes = GemmScratchBytes(g, g.config, sms); bytes > 0) {
+    KD_ASSIGN_OR_RETURN(scratch, scratch_fn(bytes));
+  }
+  return LaunchGemmWithFallback(g, g.config, sms, stream, scratch);
+}
+
+// cuBLASLt (the TN family) is opened now, not on the first TN request.
+void PrepareGpuGemm() { LoadGemmLibraries(); }
+
+bool GpuGemmCanTune() { return true; }
+
+absl::StatusOr<std::unique_ptr<TuneHarness>> CreateGpuGemmTuneHarness(
+    const TuneKey& key, absl::string_view reference_config, int device) {
+  CudaGemmHarnessOptions options;
+  options.device = device;
+  options.reference_config = std::string(reference_config);
+  return CreateCudaGemmHarness(key, options);
+}
+
+}  // namespace KD_GPU_NS
+}  // namespace kd

@@ -88,8 +88,16 @@ std::string ObjectPath(const std::string& source, const std::string& arch) {
   return std::string(KD_AMD_OBJECT_DIR) + "/" + source + "." + arch + ".co";
 }
 
-// The kernels of every source's code object for `arch`, by symbol.
-std::map<std::string, Kernel> ReadArch(const std::string& arch) {
+// The kernels of every source's code object for `arch`, by symbol (read once per process).
+std::map<std::string, Kernel> ReadArchUncached(const std::string& arch);
+const std::map<std::string, Kernel>& ReadArch(const std::string& arch) {
+  static auto* cache = new std::map<std::string, std::map<std::string, Kernel>>();
+  auto it = cache->find(arch);
+  if (it == cache->end()) it = cache->emplace(arch, ReadArchUncached(arch)).first;
+  return it->second;
+}
+
+std::map<std::string, Kernel> ReadArchUncached(const std::string& arch) {
   // gfx940-gfx942 share one encoding; Debian's llvm-objdump-15 decodes gfx942 as gfx940.
   const std::string mcpu = arch == "gfx90a" ? "gfx90a" : "gfx940";
   std::map<std::string, Kernel> kernels;
@@ -144,7 +152,7 @@ class HipKernelsIsaTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HipKernelsIsaTest, RealWave64KernelsWithoutSpills) {
   const std::string arch = GetParam();
-  const std::map<std::string, Kernel> kernels = ReadArch(arch);
+  const std::map<std::string, Kernel>& kernels = ReadArch(arch);
   ASSERT_FALSE(kernels.empty()) << "cannot read " << ObjectPath("pad", arch);
   std::set<std::string> families;
   int sgpr_spills = 0;

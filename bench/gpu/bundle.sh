@@ -12,7 +12,7 @@ build=$1; out=$2; tool=${3:-../shared/tools/gpu-bundle}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 progs="tests/gpu/cuda_backend_test tests/gpu/executor_gpu_test tests/gpu/cuda_golden_test
-tests/gpu/autotune_gpu_test
+tests/gpu/autotune_gpu_test tests/gpu/warm_load_test
 tests/gpu/daemon_gpu_test tests/gpu/cuda_gemm_tune_test tests/kernels/gemm/kernels_gemm_cuda_test
 tests/gpu/kernel_timer_test bench/gpu/cuda_call_bench bench/gpu/ipc_order_bench
 tests/gpu/kd_ipc_peer tests/gpu/kd_gpu_client bench/gpu/quant_pad_bench bench/gpu/quant_e2e_bench

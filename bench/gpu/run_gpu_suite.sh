@@ -13,7 +13,8 @@ export LD_LIBRARY_PATH=$bundle/lib KD_GOLDEN_DIR=$bundle/golden
 cd "$bundle"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.txt" 2>&1
 for t in cuda_backend_test executor_gpu_test cuda_golden_test daemon_gpu_test \
-         kernels_gemm_cuda_test cuda_gemm_tune_test kernel_timer_test autotune_gpu_test; do
+         kernels_gemm_cuda_test cuda_gemm_tune_test kernel_timer_test autotune_gpu_test \
+         warm_load_test; do
   [ -x ./bin/$t ] || continue
   echo "=== $t" >> "$out/tests.log"
   timeout 240 ./bin/$t --gtest_brief=1 >> "$out/tests.log" 2>&1

@@ -38,6 +38,8 @@ absl::string_view FormatsName(Fp8MatrixFormats formats) {
 
 }  // namespace
 
+absl::Span<const GpuArchCaps> GpuArchTable() { return kArchs; }
+
 const GpuArchCaps* FindGpuArch(absl::string_view arch) {
   arch = arch.substr(0, arch.find(':'));
   for (const GpuArchCaps& caps : kArchs) {

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "kerneld/kernels/dtype.h"
 
 namespace kd {
@@ -30,6 +31,9 @@ struct GpuArchCaps {
   int wave_size;             // lanes of a warp / wavefront
   Fp8MatrixFormats fp8;      // the FP8 operands its matrix cores take
 };
+
+// Every entry of the table: NVIDIA by compute capability, then AMD by gfx target.
+absl::Span<const GpuArchCaps> GpuArchTable();
 
 // The entry of `arch` (a gfx target's feature suffix such as ":sramecc+:xnack-" is ignored);
 // nullptr for an architecture the table does not know.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kerneld/kernels/tune_harness.h"
+#include "kernels/gpu/device_caps.h"
 
 namespace kd {
 namespace tile_gemm {
@@ -36,14 +37,36 @@ int64_t Tiles(int64_t rows, int64_t cols, int64_t groups, const TileShape& s) {
 }  // namespace
 
 ArchFamily FamilyOf(absl::string_view arch) {
+  // NVIDIA: the table's sm_XY, or the newest entry below it (the compute_89 PTX runs on every
+  // later part); "sm_90a" is sm_90.
   if (absl::ConsumePrefix(&arch, "sm_")) {
-    int version = 0;
     if (!arch.empty() && arch.back() == 'a') arch.remove_suffix(1);
-    if (absl::SimpleAtoi(arch, &version) && version >= 89) return ArchFamily::kNvidia;
-    return ArchFamily::kNone;
+    int version = 0;
+    if (!absl::SimpleAtoi(arch, &version)) return ArchFamily::kNone;
+    int nearest = -1;
+    Fp8MatrixFormats formats = Fp8MatrixFormats::kNone;
+    for (const GpuArchCaps& caps : GpuArchTable()) {
+      absl::string_view name = caps.arch;
+      int listed = 0;
+      if (absl::ConsumePrefix(&name, "sm_") && absl::SimpleAtoi(name, &listed) &&
+          listed <= version && listed > nearest) {
+        nearest = listed;
+        formats = caps.fp8;
+      }
+    }
+    return formats == Fp8MatrixFormats::kOcp ? ArchFamily::kNvidia : ArchFamily::kNone;
   }
-  if (arch == "gfx940" || arch == "gfx941" || arch == "gfx942") return ArchFamily::kGfx94x;
-  if (arch == "gfx950") return ArchFamily::kGfx950;
+  // AMD: the table's entry of exactly that gfx target; its FP8 encoding names the MFMA family.
+  const GpuArchCaps* caps = FindGpuArch(arch);
+  if (caps == nullptr || caps->arch != arch) return ArchFamily::kNone;
+  switch (caps->fp8) {
+    case Fp8MatrixFormats::kFnuz:
+      return ArchFamily::kGfx94x;
+    case Fp8MatrixFormats::kOcp:
+      return ArchFamily::kGfx950;
+    case Fp8MatrixFormats::kNone:
+      break;
+  }
   return ArchFamily::kNone;
 }
 

@@ -21,6 +21,10 @@
 namespace kd {
 namespace tile_gemm {
 
+// The tile GEMM's kernel family of an architecture, derived from the FP8 matrix-core table
+// (kernels/gpu/device_caps.h): NVIDIA parts whose matrix cores take the OCP formats (and any
+// later sm_XY the table does not list yet), gfx targets taking e4m3fnuz (gfx94x) or the OCP
+// formats (gfx950). An architecture name with a feature suffix ("gfx942:xnack-") is kNone.
 enum class ArchFamily : uint8_t {
   kNone = 0,  // no FP8 matrix instructions the tile GEMM uses (sm_80, gfx90a, unknown)
   kNvidia,    // sm_89 and later: mma.sync FP8, OCP e4m3fn / e5m2

@@ -5,10 +5,14 @@
 #include "kernels/gpu/tile_gemm/tile_gemm_config.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/gpu/device_caps.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_args.h"
 
 namespace kd {
@@ -35,6 +39,29 @@ TEST(TileGemmConfigTest, FamiliesFollowTheFp8MatrixInstructions) {
   EXPECT_EQ(FamilyOf("gfx90a"), ArchFamily::kNone);
   EXPECT_EQ(FamilyOf("sm_"), ArchFamily::kNone);
   EXPECT_EQ(FamilyOf(""), ArchFamily::kNone);
+}
+
+// FamilyOf reads the FP8 matrix-core table (kernels/gpu/device_caps.h): every entry's family
+// follows its encoding, an NVIDIA part the table does not list takes the nearest one below, and a
+// feature suffix is not stripped.
+TEST(TileGemmConfigTest, FamiliesFollowTheDeviceCapsTable) {
+  for (const GpuArchCaps& caps : GpuArchTable()) {
+    const bool amd = absl::StartsWith(caps.arch, "gfx");
+    ArchFamily expected = ArchFamily::kNone;
+    if (caps.fp8 == Fp8MatrixFormats::kFnuz) expected = ArchFamily::kGfx94x;
+    if (caps.fp8 == Fp8MatrixFormats::kOcp) {
+      expected = amd ? ArchFamily::kGfx950 : ArchFamily::kNvidia;
+    }
+    EXPECT_EQ(FamilyOf(caps.arch), expected) << caps.arch;
+  }
+  for (int version = 0; version < 200; ++version) {
+    const std::string arch = absl::StrCat("sm_", version);
+    EXPECT_EQ(FamilyOf(arch), version >= 89 ? ArchFamily::kNvidia : ArchFamily::kNone) << arch;
+    EXPECT_EQ(FamilyOf(arch + "a"), FamilyOf(arch)) << arch;
+  }
+  EXPECT_EQ(FamilyOf("gfx942:sramecc+:xnack-"), ArchFamily::kNone);
+  EXPECT_EQ(FamilyOf("gfx943"), ArchFamily::kNone);
+  EXPECT_EQ(FamilyOf("x86_64"), ArchFamily::kNone);
 }
 
 TEST(TileGemmConfigTest, EachArchitectureHasItsOwnSpaceWithTheDefaultFirst) {

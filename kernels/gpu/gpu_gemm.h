@@ -4,7 +4,8 @@
 //   NVIDIA  kernels/cuda/gpu_gemm_cuda.cc  the sm_90a wgmma GEMM (kernels/cuda/gemm, TN through
 //                                          cuBLASLt) or the portable tile GEMM, and the tuning
 //                                          harness
-//   AMD     kernels/gpu/gpu_gemm_hip.cc    the HIP build links no GEMM kernel yet: UNIMPLEMENTED
+//   AMD     kernels/gpu/gpu_gemm_hip.cc    the portable tile GEMM (MFMA FP8 on gfx94x), no
+//                                          tuning harness
 // Before either is asked, the backend checks the device-capability rule (device_caps.h): an
 // operand format the device's matrix cores do not take is FAILED_PRECONDITION, a device without
 // FP8 matrix instructions UNIMPLEMENTED. What is asked here is what the kernels implement.

@@ -26,10 +26,12 @@
 #include <cstdint>
 
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 
 // ---- NVIDIA: mma.sync ------------------------------------------------------------------------
 
@@ -180,6 +182,7 @@ template <Fp8Kind kA, Fp8Kind kB>
 using MmaFp8 = MfmaFragment<kA, kB, MfmaIsa>;
 #endif
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd
 

@@ -8,9 +8,11 @@
 #include "kernels/gpu/tile_gemm/tile_gemm_args.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_config.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_launch.h"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 namespace {
 
 absl::Status RuntimeError(absl::string_view what, cudaError_t err) {
@@ -111,5 +113,6 @@ absl::Status LaunchTileGemmConfig(const GemmArgs& args, const GemmKernelConfig& 
 
 uint64_t TileGemmConfigFallbacks() { return config_fallbacks.load(); }
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd

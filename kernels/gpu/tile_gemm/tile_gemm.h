@@ -17,10 +17,12 @@
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/ops.h"
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 
 // The current device as the tile GEMM sees it: its architecture name ("sm_90", "gfx942"; see
 // tile_gemm_config.h) and its SM (CU) count. INTERNAL for a runtime error.
@@ -53,6 +55,7 @@ absl::Status LaunchTileGemmConfig(const GemmArgs& args, const GemmKernelConfig& 
 // since the process started.
 uint64_t TileGemmConfigFallbacks();
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd
 

@@ -26,10 +26,12 @@
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
 #include "kernels/gpu/tile_gemm/tile_schedule.cuh"
 #include "kernels/gpu/tile_gemm/tile_stage.cuh"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 
 template <typename Mma, int kBlockM, int kBlockN, int kStages, int kWarpsM, int kWarpsN>
 struct TileTraits {
@@ -208,6 +210,7 @@ __global__ void __launch_bounds__(kWarpsM* kWarpsN* Mma::kLanes, 1) TileGemmKern
 #endif
 }
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd
 

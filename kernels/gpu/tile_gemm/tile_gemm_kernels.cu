@@ -4,9 +4,11 @@
 
 #include "kernels/gpu/tile_gemm/tile_gemm_kernel.cuh"
 #include "kernels/gpu/tile_gemm/tile_gemm_launch.h"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 namespace {
 
 // X(block_m, block_n, stages, warps_m, warps_n): the tile shapes each vendor builds. NVIDIA: eight
@@ -119,5 +121,6 @@ cudaError_t TileGemmKernelVersions(const TileShape& s, int* ptx_version, int* bi
   return cudaErrorInvalidValue;
 }
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd

@@ -5,10 +5,12 @@
 #define KERNELD_KERNELS_GPU_TILE_GEMM_TILE_GEMM_LAUNCH_H_
 
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 
 // Whether this build has kernels for `shape`, and their shared-memory bytes and threads.
 bool TileShapeBuilt(const TileShape& shape);
@@ -25,6 +27,7 @@ cudaError_t LaunchTileGemmKernel(const Params& p, const TileShape& shape, cudaSt
 // a reduction-contiguous B. NVIDIA only; cudaErrorInvalidValue elsewhere or for an unbuilt shape.
 cudaError_t TileGemmKernelVersions(const TileShape& shape, int* ptx_version, int* binary_version);
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd
 

@@ -10,10 +10,12 @@
 #include <cstdint>
 
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 
 constexpr int kBlockK = 128;  // one scale block of the reduction per pipeline stage
 constexpr int kRasterBand = 8;
@@ -162,6 +164,7 @@ __device__ bool ScheduleTile(const Params& p, unsigned char* smem, TileCoord& t)
   return found;
 }
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd
 

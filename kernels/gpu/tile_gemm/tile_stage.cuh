@@ -19,10 +19,12 @@
 
 #include "kernels/gpu/tile_gemm/tile_gemm_params.h"
 #include "kernels/gpu/tile_gemm/tile_schedule.cuh"
+#include "kernels/gpu/tile_gemm/vendor_namespace.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kd {
 namespace tile_gemm {
+KD_TILE_GEMM_VENDOR_NS_BEGIN
 
 // NOTE: 16 bytes of padding per 128-byte row: 8 rows read at the same offset (one ldmatrix, or
 // 8 lanes of an LDS load) start 4 banks apart and so hit 32 distinct banks.
@@ -231,6 +233,7 @@ struct ScalesLoader {
   }
 };
 
+KD_TILE_GEMM_VENDOR_NS_END
 }  // namespace tile_gemm
 }  // namespace kd
 

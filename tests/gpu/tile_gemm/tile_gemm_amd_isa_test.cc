@@ -1,6 +1,9 @@
-// The AMD code objects of the portable tile GEMM (kernels/gpu/tile_gemm, built by hipcc for gfx90a
-// and gfx940 and by clang-19 for gfx942; no AMD GPU needed), disassembled with llvm-objdump and
-// their kernel metadata read with llvm-readelf, as the CUDA build's SASS is checked for QGMMA:
+// The AMD code objects of the portable tile GEMM (kernels/gpu/tile_gemm; no AMD GPU needed),
+// disassembled with llvm-objdump and their kernel metadata read with llvm-readelf, as the CUDA
+// build's SASS is checked for QGMMA. Where the HIP backend is built, the objects of its targets
+// (KD_HIP_ARCHITECTURES, gfx90a and gfx940 by default) are the ones kerneld_hip links, unbundled
+// from its host object of tile_gemm_kernels.cu; gfx942 (and, without the HIP backend, gfx90a and
+// gfx940) are compiled for the test, device-only (clang-19, hipcc).
 //   - gfx940, gfx942: every TileGemmKernel instantiation holds exactly the FP8 MFMAs its tile
 //     implies (8 v_mfma_f32_32x32x16_<a>_<b> per 32x32 fragment and 128-wide block: two per
 //     32-byte step, four steps), of the operand pair its template names, and nothing spills:
@@ -39,8 +42,30 @@ struct Kernel {
   std::map<std::string, int> meta;       // ".vgpr_count" -> value
 };
 
+struct CodeObject {
+  std::string path;
+  bool linked = false;  // unbundled from kerneld_hip's object, not compiled for the test
+};
+
+// KD_AMD_OBJECTS: "arch=linked|compiled=path", comma-separated.
+std::map<std::string, CodeObject> CodeObjects() {
+  std::map<std::string, CodeObject> objects;
+  std::istringstream list(KD_AMD_OBJECTS);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    const size_t arch_end = entry.find('=');
+    const size_t kind_end = entry.find('=', arch_end + 1);
+    if (arch_end == std::string::npos || kind_end == std::string::npos) continue;
+    objects[entry.substr(0, arch_end)] = {
+        entry.substr(kind_end + 1),
+        entry.substr(arch_end + 1, kind_end - arch_end - 1) == "linked"};
+  }
+  return objects;
+}
+
 std::string ObjectPath(const std::string& arch) {
-  return std::string(KD_AMD_OBJECT_DIR) + "/tile_gemm_kernels." + arch + ".co";
+  const std::map<std::string, CodeObject> objects = CodeObjects();
+  const auto it = objects.find(arch);
+  return it == objects.end() ? "(no " + arch + " object)" : it->second.path;
 }
 
 // The kernels of one code object: disassembly per kernel symbol, then its metadata note.
@@ -84,14 +109,16 @@ std::map<std::string, Kernel> ReadObject(const std::string& arch) {
   return kernels;
 }
 
-// Template arguments of a TileGemmKernel symbol: operand kinds, block_m, block_n, stages, warps.
+// Template arguments of a TileGemmKernel symbol of the AMD build (kd::tile_gemm::amd, the inline
+// namespace that keeps it apart from the NVIDIA build's in one binary): operand kinds, block_m,
+// block_n, stages, warps.
 struct Instance {
   int a = 0, b = 0, block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   bool k_major = false;
 };
 bool ParseInstance(const std::string& symbol, Instance& in) {
   static const std::regex re(
-      R"(TileGemmKernelINS0_12MfmaFragmentILNS0_7Fp8KindE(\d)ELS3_(\d)ENS0_7MfmaIsaEEELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)E)");
+      R"(tile_gemm3amd14TileGemmKernelINS1_12MfmaFragmentILNS0_7Fp8KindE(\d)ELS4_(\d)ENS1_7MfmaIsaEEELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)E)");
   std::smatch m;
   if (!std::regex_search(symbol, m, re)) return false;
   in.a = std::stoi(m[1]);
@@ -163,6 +190,20 @@ TEST_P(AmdCodeObjectTest, Gfx94xKernelsHoldTheirFp8MfmasAndNeverSpill) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, AmdCodeObjectTest, ::testing::Values("gfx940", "gfx942"));
+
+// The HIP backend runs the tile GEMM from the linked objects (kernels/gpu/gpu_gemm_hip.cc): where
+// it is built, at least one target with FP8 MFMA checked above is one kerneld_hip links (gfx940
+// with the default KD_HIP_ARCHITECTURES).
+TEST(AmdCodeObjectTest, ChecksTheObjectsKerneldHipLinks) {
+  const std::map<std::string, CodeObject> objects = CodeObjects();
+  for (const auto& [arch, object] : objects) {
+    std::printf("%s: %s (%s)\n", arch.c_str(), object.path.c_str(),
+                object.linked ? "linked by kerneld_hip" : "compiled for this test");
+  }
+  ASSERT_EQ(objects.size(), 3u) << KD_AMD_OBJECTS;
+  if (!KD_HIP_LINKS_TILE_GEMM) GTEST_SKIP() << "the HIP backend is not built here";
+  EXPECT_TRUE(objects.at("gfx940").linked || objects.at("gfx942").linked);
+}
 
 TEST(AmdCodeObjectTest, Gfx90aKernelsAreTrapStubsWithoutMfma) {
   const std::map<std::string, Kernel> kernels = ReadObject("gfx90a");

@@ -26,6 +26,17 @@ namespace {
 // This build always links the sm_90a kernel (kerneld_cuda_gemm).
 constexpr bool kWgmmaBuilt = true;
 
+// Whether the wgmma kernel runs this device's e4m3fn GEMMs (its default ones): what its warm-up
+// and stream scratch are for.
+bool RunsWgmma(const DeviceProperties& device) {
+  GemmArgs probe;
+  probe.a.dtype = DType::kE4M3FN;
+  probe.b.dtype = DType::kE4M3FN;
+  const absl::StatusOr<GemmKernel> kernel =
+      ChooseGemmKernel(probe, device.arch, device.name, kWgmmaBuilt);
+  return kernel.ok() && *kernel == GemmKernel::kWgmma;
+}
+
 }  // namespace
 
 absl::Status GpuGemmSupports(const GemmArgs& g, const DeviceProperties& device) {
@@ -51,6 +62,14 @@ absl::Status LaunchGpuGemm(const GemmArgs& g, const DeviceProperties& device, cu
 
 // cuBLASLt (the TN family) is opened now, not on the first TN request.
 void PrepareGpuGemm() { LoadGemmLibraries(); }
+
+absl::Status WarmGpuGemm(const DeviceProperties& device) {
+  return RunsWgmma(device) ? WarmGemmLibraries() : absl::OkStatus();
+}
+
+uint64_t GpuGemmStreamScratchBytes(const DeviceProperties& device) {
+  return RunsWgmma(device) ? GemmFp8SplitScratchBytes() : 0;
+}
 
 bool GpuGemmCanTune() { return true; }
 

@@ -15,6 +15,8 @@
 // the group's records to the kernel timer's poller, which reads them once an event recorded
 // after the group completed and calls the caller's `done`. So an op's violation is reported to
 // the batch that ran it and to no other. The op that found it writes no output rows.
+#include <cstdio>
+
 #include "kerneld/kernels/cuda_backend.h"
 #include "kerneld/kernels/status_macros.h"
 #include "kernels/gpu/device_attributes.h"
@@ -344,12 +346,39 @@ class GpuBackend : public Backend {
         new IpcRegion(&mappings_, handle.ipc_handle, data, handle.size, handle.device));
   }
 
+  // The stream reserves the scratch every GEMM on its device takes (GpuGemmStreamScratchBytes),
+  // so that its first GEMM does not grow the memory pool; best effort: a GEMM grows it otherwise.
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(int device) override {
     KD_RETURN_IF_ERROR(CheckDevice(device));
     KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
     cudaStream_t stream = nullptr;
     KD_GPU_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    return std::unique_ptr<Stream>(new GpuStream(device, stream, &error_slabs_));
+    auto s = std::make_unique<GpuStream>(device, stream, &error_slabs_);
+    if (const uint64_t bytes = GpuGemmStreamScratchBytes(properties_[device]); bytes > 0) {
+      absl::MutexLock lock(&s->mu());
+      if (!s->Scratch(bytes).ok()) cudaGetLastError();
+    }
+    return std::unique_ptr<Stream>(std::move(s));
+  }
+
+  // Does on every device, now, the one-time work that its first request would otherwise pay: the
+  // first stream-ordered allocation (which creates the device's memory pool), the SM count, and
+  // every quantize and GEMM kernel's shared-memory opt-in and occupancy query (WarmQuantize,
+  // WarmGpuGemm). In principle, per device: one pool creation and a small allocation, two driver
+  // calls per kernel instantiation (about a hundred), one library handle; no kernel launch. Best
+  // effort: a failure is logged, and the launch that needs the value asks for it again.
+  void WarmDevices() {
+    int current = 0;
+    const bool restore = cudaGetDevice(&current) == cudaSuccess;
+    for (int d = 0; d < device_count_; ++d) {
+      const absl::Status warmed = WarmDevice(d);
+      if (!warmed.ok()) {
+        cudaGetLastError();
+        std::fprintf(stderr, "kerneld: %s warm-up: %s\n", DeviceName(d).c_str(),
+                     std::string(warmed.message()).c_str());
+      }
+    }
+    if (restore) cudaSetDevice(current);
   }
 
   absl::StatusOr<std::unique_ptr<Event>> OpenEvent(int device, absl::string_view handle) override {
@@ -513,6 +542,28 @@ class GpuBackend : public Backend {
     return s;
   }
 
+  absl::Status WarmDevice(int device) {
+    KD_GPU_RETURN_IF_ERROR(cudaSetDevice(device));
+    // NOTE: a device's default memory pool is created by its first cudaMallocAsync, which the
+    // first request needing scratch would pay; the memset is that of the GEMM's split flags.
+    cudaStream_t stream = nullptr;
+    KD_GPU_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    constexpr size_t kBytes = 4096;
+    void* p = nullptr;
+    cudaError_t err = cudaMallocAsync(&p, kBytes, stream);
+    if (err == cudaSuccess) err = cudaMemsetAsync(p, 0, kBytes, stream);
+    if (p != nullptr) {
+      const cudaError_t freed = cudaFreeAsync(p, stream);
+      if (err == cudaSuccess) err = freed;
+    }
+    const cudaError_t synced = cudaStreamSynchronize(stream);
+    if (err == cudaSuccess) err = synced;
+    cudaStreamDestroy(stream);
+    KD_GPU_RETURN_IF_ERROR(err);
+    KD_GPU_RETURN_IF_ERROR(cuda::WarmQuantize());
+    return WarmGpuGemm(properties_[device]);
+  }
+
   // A Status for `err`; a sticky error marks the backend unhealthy.
   absl::Status Check(cudaError_t err, absl::string_view what) {
     if (err == cudaSuccess) return absl::OkStatus();
@@ -658,7 +709,9 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenGpuBackend(uint64_t pool_cap_bytes)
   }
 #endif
   PrepareGpuGemm();
-  return std::unique_ptr<Backend>(std::make_unique<GpuBackend>(count, pool_cap_bytes));
+  auto backend = std::make_unique<GpuBackend>(count, pool_cap_bytes);
+  backend->WarmDevices();
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace

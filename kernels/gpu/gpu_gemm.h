@@ -42,6 +42,16 @@ absl::Status LaunchGpuGemm(const GemmArgs& g, const DeviceProperties& device, cu
 // Called once when the backend opens, before any GEMM: loads what the kernels need at run time.
 void PrepareGpuGemm();
 
+// Called for each device when the backend opens, with `device` current: does there the one-time
+// work that the first GEMM launch would otherwise pay (driver entry points, every kernel
+// instantiation's shared-memory opt-in and occupancy, library handles). OK where there is none.
+absl::Status WarmGpuGemm(const DeviceProperties& device);
+
+// Scratch a stream of `device` (current) reserves when it is created, in bytes: what every GEMM
+// there takes whatever its shape (the wgmma kernel's split-tail workspace), so that the first
+// GEMM on a stream does not grow the memory pool; 0 where there is none.
+uint64_t GpuGemmStreamScratchBytes(const DeviceProperties& device);
+
 // Whether this build can tune a GEMM (Backend::CanTune), and the harness for `key`.
 bool GpuGemmCanTune();
 absl::StatusOr<std::unique_ptr<TuneHarness>> CreateGpuGemmTuneHarness(

@@ -39,6 +39,10 @@ absl::Status LaunchGpuGemm(const GemmArgs& g, const DeviceProperties& device, cu
 
 void PrepareGpuGemm() {}
 
+absl::Status WarmGpuGemm(const DeviceProperties&) { return absl::OkStatus(); }
+
+uint64_t GpuGemmStreamScratchBytes(const DeviceProperties&) { return 0; }
+
 bool GpuGemmCanTune() { return false; }
 
 absl::StatusOr<std::unique_ptr<TuneHarness>> CreateGpuGemmTuneHarness(const TuneKey&,

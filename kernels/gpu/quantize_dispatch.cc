@@ -154,6 +154,11 @@ cudaError_t LaunchQuantizeBlockwise(const QuantizeParams& p, cudaStream_t stream
   return cudaErrorInvalidValue;
 }
 
+cudaError_t WarmQuantize() {
+  const cudaError_t err = WarmQuantizeTiled();
+  return err == cudaSuccess ? WarmQuantizeRowCol() : err;
+}
+
 cudaError_t LaunchQuantize(const QuantizeParams& p, cudaStream_t stream) {
   switch (p.family) {
     case QuantizeFamily::kBlockwise:

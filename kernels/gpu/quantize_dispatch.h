@@ -34,6 +34,11 @@ uint64_t QuantizeScratchBytes(const QuantizeParams& params);
 // (quantize_params.h). Returns the launch's cudaError_t.
 cudaError_t LaunchQuantize(const QuantizeParams& params, cudaStream_t stream);
 
+// Does on the current device the one-time work of the first launch of every quantize kernel (the
+// shared-memory opt-ins and occupancy queries that the families cache per device), so that no
+// request pays it. Driver calls only: no allocation, no launch. The first error.
+cudaError_t WarmQuantize();
+
 }  // namespace cuda
 }  // namespace KD_GPU_NS
 }  // namespace kd

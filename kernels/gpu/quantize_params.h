@@ -111,6 +111,11 @@ struct QuantizeParams {
 cudaError_t LaunchQuantizeBlockwise(const QuantizeParams& params, cudaStream_t stream);
 cudaError_t LaunchQuantizeTiled(const QuantizeParams& params, cudaStream_t stream);
 cudaError_t LaunchQuantizeRowCol(const QuantizeParams& params, cudaStream_t stream);
+// The tiled and row/column families' per-device first-use work on the current device, for every
+// kernel they launch: shared-memory opt-ins and occupancy queries (device_attributes.h's caches).
+// Driver calls only. The first error.
+cudaError_t WarmQuantizeTiled();
+cudaError_t WarmQuantizeRowCol();
 // Device scratch the row/column family needs (0: none), 256-byte aligned.
 uint64_t RowColQuantizeScratchBytes(const QuantizeParams& params);
 

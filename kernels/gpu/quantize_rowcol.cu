@@ -83,6 +83,22 @@ dim3 TensorGrid(const RowColKernelArgs& p, int vec, int64_t resident) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
+// CTAs of ColTileKernel per SM of the current device. The staged buffers are dynamic shared
+// memory: opted in, and counted by the occupancy query, once per device.
+template <InputType kType, typename F, ColMode kMode>
+cudaError_t ColTileCtasPerSm(int* per_sm) {
+  constexpr auto kKernel = ColTileKernel<kType, F, kMode>;
+  static PerDeviceValue per_sm_cache;
+  int device = 0;
+  const cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  return per_sm_cache.Get(device, per_sm, [](int* v) {
+    const cudaError_t e = OptInSharedMemory<kKernel>(kCtStagedBytes);
+    if (e != cudaSuccess) return e;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(v, kKernel, kCtThreads, kCtStagedBytes);
+  });
+}
+
 // ColTileKernel's launch: a persistent grid of at most the resident CTAs. `a` holds the mode's
 // own fields; the rest is set here.
 template <InputType kType, typename F, ColMode kMode>
@@ -95,19 +111,9 @@ cudaError_t LaunchColTiles(const RowColKernelArgs& p, ColTileArgs a, cudaStream_
   a.row_tiles = (p.m + kCtRows - 1) / kCtRows;
   a.strips = (p.k + kCtColsOf<kType> - 1) / kCtColsOf<kType>;
   a.items = a.row_tiles * a.strips;
-  // The staged buffers are dynamic shared memory: opted in, and counted by the occupancy query,
-  // once per device.
-  static PerDeviceValue per_sm_cache;
-  int device = 0, sms = 0, per_sm = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = CurrentSmCount(&sms);
-  if (err == cudaSuccess) {
-    err = per_sm_cache.Get(device, &per_sm, [](int* v) {
-      const cudaError_t e = OptInSharedMemory<kKernel>(kCtStagedBytes);
-      if (e != cudaSuccess) return e;
-      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(v, kKernel, kCtThreads, kCtStagedBytes);
-    });
-  }
+  int sms = 0, per_sm = 0;
+  cudaError_t err = CurrentSmCount(&sms);
+  if (err == cudaSuccess) err = ColTileCtasPerSm<kType, F, kMode>(&per_sm);
   if (err != cudaSuccess) return err;
   const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
   const int64_t grid = std::min(a.items, resident);
@@ -127,6 +133,7 @@ bool AsyncRows(const RowColKernelArgs& p) {
 // pieces read again come mostly from DRAM, and it loses up to 0.11. So: up to kCsMaxRows rows,
 // and enough CTAs to fill about half the CTA slots.
 constexpr int kCsCapRows = 1536;  // 96 KB of shared memory: 2 CTAs per SM
+constexpr int kCsSmemBytes = kCsCapRows * kCsRowBytes;
 constexpr int64_t kCsMaxRows = 8192;
 constexpr int64_t kCsMinCtas = 128;
 bool UseColStrips(const RowColKernelArgs& p, int64_t groups) {
@@ -157,14 +164,13 @@ cudaError_t LaunchColStrips(const RowColKernelArgs& p, const JaggedScratch& s,
                             cudaStream_t stream) {
   const auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
   const bool vec_out16 = addr(p.output) % 16 == 0 && p.output_stride % 16 == 0;
-  const int smem = kCsCapRows * kCsRowBytes;
   constexpr auto kKernel = ColStripKernel<kType, F>;
-  const cudaError_t err = OptInSharedMemory<kKernel>(smem);
+  const cudaError_t err = OptInSharedMemory<kKernel>(kCsSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t strips = (p.k + kCsCols - 1) / kCsCols;
   if (strips > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   kKernel<<<dim3(static_cast<unsigned>(strips), static_cast<unsigned>(ColGroups(p))), kCsThreads,
-            smem, stream>>>(p, s, kCsCapRows, vec_out16);
+            kCsSmemBytes, stream>>>(p, s, kCsCapRows, vec_out16);
   return cudaGetLastError();
 }
 
@@ -315,8 +321,42 @@ cudaError_t LaunchRowsFormat(const RowColKernelArgs& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
+// The per-device caches of every kernel LaunchRowsAs may reach for this type and format with a
+// first-use query (ResidentCtas, LaunchColTiles, LaunchColStrips): the first error.
+template <InputType kType, typename F>
+cudaError_t WarmRowsAs() {
+  int unused = 0;
+  cudaError_t err = CtasPerSm<TensorAmaxKernel<kType>>(kRowThreads, &unused);
+  if (err == cudaSuccess) err = CtasPerSm<TensorEncodeKernel<kType, F>>(kRowThreads, &unused);
+  if (err == cudaSuccess) err = ColTileCtasPerSm<kType, F, ColMode::kTensor>(&unused);
+  if constexpr (!F::kFnuz) {
+    if (err == cudaSuccess) err = ColTileCtasPerSm<kType, F, ColMode::kMx>(&unused);
+  }
+  if constexpr (sizeof(typename Input<kType>::Storage) == 2) {
+    if (err == cudaSuccess) err = OptInSharedMemory<ColStripKernel<kType, F>>(kCsSmemBytes);
+  }
+  return err;
+}
+
+template <typename F>
+cudaError_t WarmRowsFormat() {
+  cudaError_t err = WarmRowsAs<InputType::kBF16, F>();
+  if (err == cudaSuccess) err = WarmRowsAs<InputType::kF16, F>();
+  if (err == cudaSuccess) err = WarmRowsAs<InputType::kF32, F>();
+  return err;
+}
+
 }  // namespace
 }  // namespace quant
+
+cudaError_t WarmQuantizeRowCol() {
+  int sms = 0;
+  cudaError_t err = CurrentSmCount(&sms);
+  if (err == cudaSuccess) err = quant::WarmRowsFormat<fp8::E4M3FN>();
+  if (err == cudaSuccess) err = quant::WarmRowsFormat<fp8::E4M3FNUZ>();
+  if (err == cudaSuccess) err = quant::WarmRowsFormat<fp8::E5M2>();
+  return err;
+}
 
 uint64_t RowColQuantizeScratchBytes(const QuantizeParams& q) {
   const quant::RowColKernelArgs p = quant::RowColArgsOf(q);

@@ -582,6 +582,23 @@ int TiledGroupK(int64_t m, int64_t k_tiles) {
   return kGrouped && m >= 16384 && k_tiles > 4 ? 4 : static_cast<int>(k_tiles);
 }
 
+// Opts the kernel in to its dynamic shared memory on the current device (once per device).
+template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
+cudaError_t OptInTiledKernel() {
+  constexpr int kSmem = TileSharedBytes<kType, kMode, kAsync>();
+  if constexpr (kSmem > 0) {
+    return OptInSharedMemory<QuantizeTiledKernel<kType, F, kMode, kAsync>>(kSmem);
+  } else {
+    return cudaSuccess;
+  }
+}
+
+// Whether the mode has the cp.async kernel for this input type (two-byte inputs, a transposed or
+// dual mode).
+template <InputType kType, TiledQuantizeMode kMode>
+constexpr bool kHasAsyncTiles =
+    sizeof(typename Input<kType>::Storage) == 2 && kMode != TiledQuantizeMode::k128x1;
+
 template <InputType kType, typename F, TiledQuantizeMode kMode, bool kAsync>
 cudaError_t LaunchTiledKernel(const TiledKernelArgs& p, cudaStream_t stream) {
   using S = typename Input<kType>::Storage;
@@ -597,10 +614,8 @@ cudaError_t LaunchTiledKernel(const TiledKernelArgs& p, cudaStream_t stream) {
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   const auto kernel = QuantizeTiledKernel<kType, F, kMode, kAsync>;
   constexpr int kSmem = TileSharedBytes<kType, kMode, kAsync>();
-  if constexpr (kSmem > 0) {
-    const cudaError_t err = OptInSharedMemory<QuantizeTiledKernel<kType, F, kMode, kAsync>>(kSmem);
-    if (err != cudaSuccess) return err;
-  }
+  const cudaError_t err = OptInTiledKernel<kType, F, kMode, kAsync>();
+  if (err != cudaSuccess) return err;
   const int group_k = TiledGroupK<kMode>(p.m, (p.k + kBlock - 1) / kBlock);
   kernel<<<static_cast<unsigned>(tiles), kTileThreads, kSmem, stream>>>(p, group_k, vec_in, vec_out,
                                                                         vec_out_t);
@@ -609,7 +624,7 @@ cudaError_t LaunchTiledKernel(const TiledKernelArgs& p, cudaStream_t stream) {
 
 template <InputType kType, typename F, TiledQuantizeMode kMode>
 cudaError_t LaunchTiledMode(const TiledKernelArgs& p, cudaStream_t stream) {
-  if constexpr (sizeof(typename Input<kType>::Storage) == 2 && kMode != TiledQuantizeMode::k128x1) {
+  if constexpr (kHasAsyncTiles<kType, kMode>) {
     // cp.async reads 16 aligned bytes per chunk. NOTE: K a multiple of 8 too, so that no chunk
     // is cut by K (the zero-filled part of a cut chunk is a path the device tests do not reach);
     // such K take the register kernel, as unaligned rows do.
@@ -653,8 +668,48 @@ cudaError_t LaunchTiledFormat(const TiledKernelArgs& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
+// The opt-ins of every kernel LaunchTiledMode may launch for this type, format and mode.
+template <InputType kType, typename F, TiledQuantizeMode kMode>
+cudaError_t WarmTiledMode() {
+  const cudaError_t err = OptInTiledKernel<kType, F, kMode, false>();
+  if constexpr (kHasAsyncTiles<kType, kMode>) {
+    if (err == cudaSuccess) return OptInTiledKernel<kType, F, kMode, true>();
+  }
+  return err;
+}
+
+// The same for several modes: the first error.
+template <InputType kType, typename F, TiledQuantizeMode... kModes>
+cudaError_t WarmTiledModes() {
+  cudaError_t first = cudaSuccess;
+  ((first = first == cudaSuccess ? WarmTiledMode<kType, F, kModes>() : first), ...);
+  return first;
+}
+
+template <InputType kType, typename F>
+cudaError_t WarmTiledType() {
+  using M = TiledQuantizeMode;
+  return WarmTiledModes<kType, F, M::k1x128Transposed, M::k128x1, M::k128x1Transposed,
+                        M::k128x128Transposed, M::kDual, M::k128x128Dual>();
+}
+
+template <typename F>
+cudaError_t WarmTiledFormat() {
+  cudaError_t err = WarmTiledType<InputType::kBF16, F>();
+  if (err == cudaSuccess) err = WarmTiledType<InputType::kF16, F>();
+  if (err == cudaSuccess) err = WarmTiledType<InputType::kF32, F>();
+  return err;
+}
+
 }  // namespace
 }  // namespace quant
+
+cudaError_t WarmQuantizeTiled() {
+  cudaError_t err = quant::WarmTiledFormat<fp8::E4M3FN>();
+  if (err == cudaSuccess) err = quant::WarmTiledFormat<fp8::E4M3FNUZ>();
+  if (err == cudaSuccess) err = quant::WarmTiledFormat<fp8::E5M2>();
+  return err;
+}
 
 cudaError_t LaunchQuantizeTiled(const QuantizeParams& q, cudaStream_t stream) {
   const quant::TiledKernelArgs p = quant::TiledArgsOf(q);

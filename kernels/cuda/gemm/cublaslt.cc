@@ -166,6 +166,12 @@ absl::StatusOr<const CublasLtApi*> LoadCublasLt() {
   return &**loaded;
 }
 
+absl::Status OpenCublasLtHandle() {
+  const absl::StatusOr<const CublasLtApi*> api = LoadCublasLt();
+  if (!api.ok()) return absl::OkStatus();
+  return HandleForCurrentDevice(**api).status();
+}
+
 CublasLtPlan::~CublasLtPlan() {
   if (api_ == nullptr) return;
   if (desc_ != nullptr) api_->desc_destroy(desc_);

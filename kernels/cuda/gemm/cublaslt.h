@@ -51,6 +51,10 @@ struct CublasLtApi {
 // (cuBLASLt 12.9).
 absl::StatusOr<const CublasLtApi*> LoadCublasLt();
 
+// Creates the current device's handle now (cublasLtCreate, which the device's first plan would
+// otherwise call). OK, doing nothing, when cuBLASLt is not loaded; INTERNAL naming the error.
+absl::Status OpenCublasLtHandle();
+
 // Scratch for cuBLASLt's algorithms (split-K partials and the like): every plan's heuristic is
 // asked for algorithms within it, and every Run gets this much.
 constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;

@@ -282,17 +282,6 @@ uint64_t NnRestOffset(const GemmArgs& args) {
   return (NnScalesOffset(args) + scale_cells * sizeof(float) + 255) / 256 * 256;
 }
 
-// The split-tail workspace for the current device (0 when its SM count cannot be read: the
-// kernel then runs unsplit).
-uint64_t SplitWorkspaceBytes() {
-  int sms = 0;
-  if (cuda::CurrentSmCount(&sms) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return cuda_gemm::GemmFp8SplitWorkspaceBytes(sms);
-}
-
 // NN (dgrad) as NT: W (R,N) is transposed into scratch as Wᵀ (N,R), its scale grid (R/128,
 // ceil(N/128)) as (ceil(N/128), R/128), and the NT kernel runs on them, all on `stream`.
 // NOTE: the transpose reads and writes N*R bytes on every call: on an H100 at dX 8192x7168 from
@@ -344,14 +333,37 @@ absl::Status LaunchNnAsNt(const GemmArgs& args, const GemmConfig& config, cudaSt
 
 }  // namespace
 
+uint64_t GemmFp8SplitScratchBytes() {
+  int sms = 0;
+  if (cuda::CurrentSmCount(&sms) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;  // the kernel then runs unsplit
+  }
+  return cuda_gemm::GemmFp8SplitWorkspaceBytes(sms);
+}
+
+absl::Status WarmGemmFp8() {
+  // NOTE: each is a driver round trip (the entry point's lookup once per process, the attribute
+  // and occupancy query once per kernel and device) that a request's first launch would pay.
+  (void)EncodeTiled();
+  int sms = 0;
+  cudaError_t err = cuda::CurrentSmCount(&sms);
+  if (err == cudaSuccess) err = cuda_gemm::WarmGemmFp8Kernels();
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("gemm fp8 warm-up: ", cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+}
+
 uint64_t GemmFp8ScratchBytes(const GemmArgs& args) {
   switch (args.variant) {
     case GemmVariant::kNT:
     case GemmVariant::kTN:
-      return ScaleCopyBytes(args) + SplitWorkspaceBytes();
+      return ScaleCopyBytes(args) + GemmFp8SplitScratchBytes();
     case GemmVariant::kNN:
       return NnRestOffset(args) + ScaleCopyBytes(NnAsNtArgs(args, nullptr, nullptr)) +
-             SplitWorkspaceBytes();
+             GemmFp8SplitScratchBytes();
     default:
       return ScaleCopyBytes(args);
   }
@@ -517,7 +529,7 @@ absl::Status LaunchGemmFp8(const GemmArgs& args, const GemmConfig& config, cudaS
     err = cuda_gemm::LaunchGemmFp8Kernel(p, map_a, map_b, map_sa, map_sb, map_d, config.block_m,
                                          config.block_n, config.stages, cluster, config.num_ctas,
                                          max_useful, split ? copies + copy_bytes : nullptr,
-                                         split ? SplitWorkspaceBytes() : 0, stream);
+                                         split ? GemmFp8SplitScratchBytes() : 0, stream);
   }
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("gemm fp8 launch (", GemmConfigToString(config),

@@ -103,6 +103,16 @@ int GemmFp8ResidentCtas(const GemmConfig& config);
 // OK when LaunchGemmFp8 runs this op (variant and dtypes), else UNIMPLEMENTED saying why.
 absl::Status CudaSupportsGemmFp8(const GemmArgs& args);
 
+// The split-tail workspace of the current device in bytes (the part of GemmFp8ScratchBytes that
+// every NT, TN and NN launch takes; 0 when the SM count cannot be read).
+uint64_t GemmFp8SplitScratchBytes();
+
+// Does on the current device the one-time work of the first launch there, for every
+// instantiation the library builds: resolves cuTensorMapEncodeTiled from the driver, reads the
+// SM count, opts each kernel in to its shared memory and reads its resident CTAs (all cached).
+// Driver calls only: no allocation, no launch. INTERNAL naming the CUDA error on failure.
+absl::Status WarmGemmFp8();
+
 }  // namespace kd
 
 #endif  // KERNELD_KERNELS_CUDA_GEMM_GEMM_FP8_H_

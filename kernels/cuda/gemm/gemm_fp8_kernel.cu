@@ -325,6 +325,17 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
   return cudaErrorInvalidValue;
 }
 
+cudaError_t WarmGemmFp8Kernels() {
+  cudaError_t err = cudaSuccess;
+#define KD_GEMM_WARM(BM, BN, S, C, R, K)         \
+  if (err == cudaSuccess) {                      \
+    (void)ResidentCtas<BM, BN, S, C, R, K>(err); \
+  }
+  KD_GEMM_INSTANCES(KD_GEMM_WARM)
+#undef KD_GEMM_WARM
+  return err;
+}
+
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster) {
   cudaError_t err = cudaSuccess;
 #define KD_GEMM_RESIDENT(BM, BN, S, C, R, K)                                     \

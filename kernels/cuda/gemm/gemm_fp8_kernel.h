@@ -176,6 +176,12 @@ cudaError_t LaunchGemmFp8Kernel(const KernelParams& params, const CUtensorMap& m
 // TMA-scale one (15 KB more shared memory) also runs one CTA per SM.
 int GemmFp8ResidentCtas(int block_m, int block_n, int stages, int cluster);
 
+// Fills, on the current device, what every instantiation's first launch would otherwise do once:
+// the opt-in to its shared memory (cudaFuncSetAttribute) and its resident-CTA count
+// (cudaOccupancyMaxActiveClusters), both cached per instantiation and device. A few driver calls
+// per instantiation, no allocation and no launch. The first error, if any.
+cudaError_t WarmGemmFp8Kernels();
+
 }  // namespace cuda_gemm
 }  // namespace kd
 

@@ -45,6 +45,13 @@ GemmKernelConfig Resolved(const GemmArgs& args, const GemmKernelConfig& config, 
 
 void LoadGemmLibraries() { (void)cuda_gemm::LoadCublasLt(); }
 
+absl::Status WarmGemmLibraries() {
+  LoadGemmLibraries();
+  absl::Status status = WarmGemmFp8();
+  status.Update(cuda_gemm::OpenCublasLtHandle());
+  return status;
+}
+
 GemmKernelConfig DefaultGemmKernelConfig(const GemmArgs& args, int sm_count) {
   if (args.variant == GemmVariant::kTN && kTnDefaultsToCublasLt) {
     LoadGemmLibraries();

@@ -19,6 +19,13 @@ namespace kd {
 // offers them from the start. Never fails: a family whose library is missing is not offered.
 void LoadGemmLibraries();
 
+// Does on the current device, once, the work that the first GEMM launch there would otherwise do
+// (WarmGemmFp8 for every kernel instantiation, and the cuBLASLt handle where cuBLASLt loaded;
+// LoadGemmLibraries first). A few driver calls per instantiation and one cublasLtCreate: no
+// allocation, no launch. Per problem, cuBLASLt's plan is still built by its first launch. The
+// first error (INTERNAL), the rest done regardless.
+absl::Status WarmGemmLibraries();
+
 // The config a GEMM runs with when it comes without one: CublasLtGemmConfig{0} for TN where
 // TnDefaultsToCublasLt (gemm_fp8_heuristic.h) and the family takes the op; else
 // DefaultGemmConfig (for NN, that of the NT problem it runs as).

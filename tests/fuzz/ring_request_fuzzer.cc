@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "kerneld/kernels/cpu_backend.h"
 #include "kerneld/kernels/ops.h"
-#include "kerneld/kernels/registry.h"
 #include "kerneld/v1/kerneld.pb.h"
 #include "server/proto_convert.h"
 #include "server/session_manager.h"
@@ -42,13 +42,13 @@ absl::Status Bind(const v1::RingRequest& r, OpBinder& b, std::vector<Op>& ops) {
   };
   switch (r.call_case()) {
     case v1::RingRequest::kQuantize:
-      return one(b.Quantize(r.quantize().op()));
+      return one(b.BindOp(r.quantize().op()));
     case v1::RingRequest::kGemm:
-      return one(b.Gemm(r.gemm().op()));
+      return one(b.BindOp(r.gemm().op()));
     case v1::RingRequest::kPad:
-      return one(b.Pad(r.pad().op()));
+      return one(b.BindOp(r.pad().op()));
     case v1::RingRequest::kUnpad:
-      return one(b.Unpad(r.unpad().op()));
+      return one(b.BindOp(r.unpad().op()));
     case v1::RingRequest::kSubmit:
       if (r.submit().ops_size() > kMaxOps) return absl::ResourceExhaustedError("too many ops");
       for (const v1::Op& op : r.submit().ops()) {
@@ -73,10 +73,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   OpBinder binder(*f->session);
   std::vector<Op> ops;
   if (!Bind(request, binder, ops).ok() || ops.empty()) return 0;
-  for (const Op& op : ops) {
-    if (!Validate(op).ok() || !binder.backend()->Supports(op).ok()) return 0;
+  std::vector<ValidatedOp> validated;
+  for (Op& op : ops) {
+    absl::StatusOr<ValidatedOp> v = Validate(std::move(op));
+    if (!v.ok() || !binder.backend()->Supports(*v).ok()) return 0;
+    validated.push_back(*std::move(v));
   }
-  for (const Op& op : ops) {
+  for (const ValidatedOp& op : validated) {
     if (!binder.backend()->Run(op, *f->stream, nullptr).ok()) break;
   }
   binder.backend()->Synchronize(*f->stream).IgnoreError();

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/gpu/amd_code_object.h"
 
 #ifndef KD_LLVM_OBJDUMP
 #error "KD_LLVM_OBJDUMP must name llvm-objdump"
@@ -61,28 +62,7 @@ const char* const kShuffling[] = {"GroupOffsetsKernel",  "QuantizeBlockwiseKerne
                                   "QuantizeTiledKernel", "RowBlocksKernel",
                                   "ColStripKernel",      "ColTileKernel"};
 
-std::string Run(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe.get())) > 0) out.append(buf, n);
-  return out;
-}
-
-struct Kernel {
-  std::map<std::string, int> mnemonics;
-  std::map<std::string, int> meta;
-  int Count(const std::string& prefix) const {
-    int n = 0;
-    for (const auto& [name, count] : mnemonics) {
-      if (name.rfind(prefix, 0) == 0) n += count;
-    }
-    return n;
-  }
-  int Meta(const std::string& key) const { return meta.count(key) ? meta.at(key) : -1; }
-};
+using Kernel = kd::testing::AmdKernel;
 
 std::string ObjectPath(const std::string& source, const std::string& arch) {
   return std::string(KD_AMD_OBJECT_DIR) + "/" + source + "." + arch + ".co";
@@ -98,45 +78,10 @@ const std::map<std::string, Kernel>& ReadArch(const std::string& arch) {
 }
 
 std::map<std::string, Kernel> ReadArchUncached(const std::string& arch) {
-  // gfx940-gfx942 share one encoding; Debian's llvm-objdump-15 decodes gfx942 as gfx940.
-  const std::string mcpu = arch == "gfx90a" ? "gfx90a" : "gfx940";
   std::map<std::string, Kernel> kernels;
-  const std::regex label(R"(^[0-9a-f]+ <([^>]+)>:)");
-  const std::regex instruction(R"(^\s+([a-z_][a-z0-9_]*)\b)");
-  const std::regex field(R"(^\s+-?\s*(\.[a-z_]+):\s+(\S+))");
   for (const char* source : kSources) {
-    const std::string path = ObjectPath(source, arch);
-    std::istringstream dis(Run(std::string(KD_LLVM_OBJDUMP) +
-                               " -d --triple=amdgcn-amd-amdhsa --mcpu=" + mcpu + " " + path));
-    std::map<std::string, Kernel> found;
-    Kernel* current = nullptr;
-    std::smatch m;
-    for (std::string line; std::getline(dis, line);) {
-      if (std::regex_search(line, m, label)) {
-        current = m[1].str() == ".text" ? nullptr : &found[m[1].str()];
-      } else if (current != nullptr && std::regex_search(line, m, instruction)) {
-        ++current->mnemonics[m[1].str()];
-      }
-    }
-    std::istringstream notes(Run(std::string(KD_LLVM_READELF) + " --notes " + path));
-    std::map<std::string, std::string> block;
-    auto flush = [&] {
-      auto name = block.find(".name");
-      if (name != block.end() && found.count(name->second)) {
-        Kernel& k = found[name->second];
-        for (const auto& [key, value] : block) {
-          if (key != ".name" && !value.empty() && isdigit(static_cast<unsigned char>(value[0])))
-            k.meta[key] = std::stoi(value);
-        }
-        kernels[name->second] = k;  // only symbols the metadata names are kernels
-      }
-      block.clear();
-    };
-    for (std::string line; std::getline(notes, line);) {
-      if (line.rfind("  - .", 0) == 0) flush();
-      if (std::regex_search(line, m, field)) block[m[1].str()] = m[2].str();
-    }
-    flush();
+    kernels.merge(kd::testing::ReadAmdCodeObject(KD_LLVM_OBJDUMP, KD_LLVM_READELF,
+                                                 ObjectPath(source, arch), arch));
   }
   return kernels;
 }

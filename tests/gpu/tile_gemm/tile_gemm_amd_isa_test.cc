@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/gpu/amd_code_object.h"
 
 #ifndef KD_LLVM_OBJDUMP
 #error "KD_LLVM_OBJDUMP must name llvm-objdump"
@@ -26,21 +27,7 @@
 
 namespace {
 
-// Everything `command` writes to stdout; empty on failure.
-std::string Run(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe.get())) > 0) out.append(buf, n);
-  return out;
-}
-
-struct Kernel {
-  std::map<std::string, int> mnemonics;  // instruction name -> count
-  std::map<std::string, int> meta;       // ".vgpr_count" -> value
-};
+using Kernel = kd::testing::AmdKernel;
 
 struct CodeObject {
   std::string path;
@@ -70,43 +57,7 @@ std::string ObjectPath(const std::string& arch) {
 
 // The kernels of one code object: disassembly per kernel symbol, then its metadata note.
 std::map<std::string, Kernel> ReadObject(const std::string& arch) {
-  // NOTE: gfx940, gfx941 and gfx942 share one instruction encoding (LLVM's GFX940 subtarget);
-  // Debian's llvm-objdump-15 decodes gfx942 code objects only when told so.
-  const std::string mcpu = arch == "gfx90a" ? "gfx90a" : "gfx940";
-  std::map<std::string, Kernel> kernels;
-  std::istringstream dis(Run(std::string(KD_LLVM_OBJDUMP) +
-                             " -d --triple=amdgcn-amd-amdhsa --mcpu=" + mcpu + " " +
-                             ObjectPath(arch)));
-  const std::regex label(R"(^[0-9a-f]+ <([^>]+)>:)");
-  const std::regex instruction(R"(^\s+([a-z_][a-z0-9_]*)\b)");
-  Kernel* current = nullptr;
-  std::smatch m;
-  for (std::string line; std::getline(dis, line);) {
-    if (std::regex_search(line, m, label)) {
-      current = m[1].str() == ".text" ? nullptr : &kernels[m[1].str()];
-    } else if (current != nullptr && std::regex_search(line, m, instruction)) {
-      ++current->mnemonics[m[1].str()];
-    }
-  }
-  std::istringstream notes(Run(std::string(KD_LLVM_READELF) + " --notes " + ObjectPath(arch)));
-  const std::regex field(R"(^\s+-?\s*(\.[a-z_]+):\s+(\S+))");
-  std::map<std::string, std::string> block;
-  auto flush = [&] {
-    auto name = block.find(".name");
-    if (name != block.end() && kernels.count(name->second)) {
-      for (const auto& [k, v] : block) {
-        if (k != ".name" && !v.empty() && isdigit(static_cast<unsigned char>(v[0])))
-          kernels[name->second].meta[k] = std::stoi(v);
-      }
-    }
-    block.clear();
-  };
-  for (std::string line; std::getline(notes, line);) {
-    if (line.rfind("  - .", 0) == 0) flush();  // a new kernel's entry in amdhsa.kernels
-    if (std::regex_search(line, m, field)) block[m[1].str()] = m[2].str();
-  }
-  flush();
-  return kernels;
+  return kd::testing::ReadAmdCodeObject(KD_LLVM_OBJDUMP, KD_LLVM_READELF, ObjectPath(arch), arch);
 }
 
 // Template arguments of a TileGemmKernel symbol of the AMD build (kd::tile_gemm::amd, the inline
@@ -132,14 +83,6 @@ bool ParseInstance(const std::string& symbol, Instance& in) {
   return true;
 }
 
-int CountPrefix(const Kernel& k, const std::string& prefix) {
-  int n = 0;
-  for (const auto& [name, count] : k.mnemonics) {
-    if (name.rfind(prefix, 0) == 0) n += count;
-  }
-  return n;
-}
-
 void PrintSummary(const std::string& arch, const std::map<std::string, Kernel>& kernels) {
   std::printf("%s: %zu kernels\n", arch.c_str(), kernels.size());
   for (const auto& [symbol, k] : kernels) {
@@ -149,13 +92,9 @@ void PrintSummary(const std::string& arch, const std::map<std::string, Kernel>& 
         "  %s x %s  %3dx%-3d s%d %s  mfma_fp8 %3d  vgpr %3d agpr %3d  private %d  vgpr_spill %d  "
         "sgpr_spill %d  s_trap %d\n",
         in.a ? "e5m2" : "e4m3", in.b ? "e5m2" : "e4m3", in.block_m, in.block_n, in.stages,
-        in.k_major ? "k-major" : "nn     ", CountPrefix(k, "v_mfma_f32_32x32x16_"),
-        k.meta.count(".vgpr_count") ? k.meta.at(".vgpr_count") : -1,
-        k.meta.count(".agpr_count") ? k.meta.at(".agpr_count") : -1,
-        k.meta.count(".private_segment_fixed_size") ? k.meta.at(".private_segment_fixed_size") : -1,
-        k.meta.count(".vgpr_spill_count") ? k.meta.at(".vgpr_spill_count") : -1,
-        k.meta.count(".sgpr_spill_count") ? k.meta.at(".sgpr_spill_count") : -1,
-        CountPrefix(k, "s_trap"));
+        in.k_major ? "k-major" : "nn     ", k.Count("v_mfma_f32_32x32x16_"), k.Meta(".vgpr_count"),
+        k.Meta(".agpr_count"), k.Meta(".private_segment_fixed_size"), k.Meta(".vgpr_spill_count"),
+        k.Meta(".sgpr_spill_count"), k.Count("s_trap"));
   }
 }
 
@@ -175,15 +114,13 @@ TEST_P(AmdCodeObjectTest, Gfx94xKernelsHoldTheirFp8MfmasAndNeverSpill) {
     const std::string expected = "v_mfma_f32_32x32x16_" + kind[in.a] + "_" + kind[in.b];
     const int frags = (in.block_m / in.warps_m / 32) * (in.block_n / in.warps_n / 32);
     EXPECT_EQ(k.mnemonics.count(expected) ? k.mnemonics.at(expected) : 0, 8 * frags);
-    EXPECT_EQ(CountPrefix(k, "v_mfma"), 8 * frags) << "an MFMA of another operand pair";
-    EXPECT_EQ(CountPrefix(k, "scratch_"), 0);
-    EXPECT_EQ(CountPrefix(k, "buffer_"), 0);
-    EXPECT_EQ(
-        k.meta.count(".private_segment_fixed_size") ? k.meta.at(".private_segment_fixed_size") : -1,
-        0);
-    EXPECT_EQ(k.meta.count(".vgpr_spill_count") ? k.meta.at(".vgpr_spill_count") : -1, 0);
-    EXPECT_EQ(k.meta.count(".sgpr_spill_count") ? k.meta.at(".sgpr_spill_count") : -1, 0);
-    EXPECT_EQ(CountPrefix(k, "s_trap"), 0);
+    EXPECT_EQ(k.Count("v_mfma"), 8 * frags) << "an MFMA of another operand pair";
+    EXPECT_EQ(k.Count("scratch_"), 0);
+    EXPECT_EQ(k.Count("buffer_"), 0);
+    EXPECT_EQ(k.Meta(".private_segment_fixed_size"), 0);
+    EXPECT_EQ(k.Meta(".vgpr_spill_count"), 0);
+    EXPECT_EQ(k.Meta(".sgpr_spill_count"), 0);
+    EXPECT_EQ(k.Count("s_trap"), 0);
   }
   // 3 tile shapes x 2 B layouts x 4 operand pairs (tile_gemm_kernels.cu).
   EXPECT_EQ(instances, 24) << "cannot read " << ObjectPath(arch);
@@ -214,8 +151,8 @@ TEST(AmdCodeObjectTest, Gfx90aKernelsAreTrapStubsWithoutMfma) {
     if (!ParseInstance(symbol, in)) continue;
     ++instances;
     SCOPED_TRACE(symbol);
-    EXPECT_EQ(CountPrefix(k, "v_mfma"), 0);
-    EXPECT_GE(CountPrefix(k, "s_trap"), 1);
+    EXPECT_EQ(k.Count("v_mfma"), 0);
+    EXPECT_GE(k.Count("s_trap"), 1);
   }
   EXPECT_EQ(instances, 24) << "cannot read " << ObjectPath("gfx90a");
 }

@@ -45,8 +45,8 @@ check: build
 package: build
 	@scripts/package-test.sh $(BUILD)
 
-# One clang build with ASan + UBSan and libFuzzer's coverage: the CPU configuration (no CUDA, no HIP),
-# no benchmarks.
+# One clang build with ASan + UBSan and libFuzzer's coverage: the CPU configuration (no CUDA,
+# no HIP), no benchmarks.
 sanitize-build: deps
 	@CC=$(SAN_CC) CXX=$(SAN_CXX) cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DKD_CUDA=OFF -DKD_HIP=OFF -DKD_BUILD_BENCH=OFF -DKD_SANITIZE=ON -DKD_FUZZ=ON >/dev/null

@@ -201,7 +201,9 @@ TEST(OperationsTest, SigtermWithAnOpenSessionDoesNotWaitOutTheGrace) {
   EXPECT_EQ(JsonInt(kerneld.Status(), "sessions_active"), 1);
   absl::Duration took;
   EXPECT_EQ(kerneld.Stop(SIGTERM, &took), 0) << kerneld.Log();
-  EXPECT_LT(took, absl::Seconds(5)) << kerneld.Log();
+  // Far under the 60 s grace. With a session held open the drain takes about 5 s (measured on
+  // the 2-vCPU CI machine; an idle daemon drains in milliseconds), so the bound sits above that.
+  EXPECT_LT(took, absl::Seconds(15)) << kerneld.Log();
   const std::string log = kerneld.Log();
   EXPECT_TRUE(absl::StrContains(log, "closed (daemon shutting down)")) << log;
   EXPECT_TRUE(absl::StrContains(log, "drained in")) << log;

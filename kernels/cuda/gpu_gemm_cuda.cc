@@ -5,10 +5,12 @@
 // code runs and what happens to a config that cannot run is LaunchGemmWithFallback's
 // (gemm/gemm_launch.h): such a config never fails the request. NN runs as NT on a transposed copy
 // of b, and cuBLASLt takes its workspace, in the stream's scratch.
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/status_macros.h"
+#include "kernels/cuda/gemm/cublaslt.h"
 #include "kernels/cuda/gemm/gemm_fp8.h"
 #include "kernels/cuda/gemm/gemm_launch.h"
 #include "kernels/cuda/gemm_harness.h"
@@ -60,8 +62,18 @@ absl::Status LaunchGpuGemm(const GemmArgs& g, const DeviceProperties& device, cu
   return LaunchGemmWithFallback(g, g.config, sms, stream, scratch);
 }
 
-// cuBLASLt (the TN family) is opened now, not on the first TN request.
-void PrepareGpuGemm() { LoadGemmLibraries(); }
+// cuBLASLt (the TN family) is opened now, not on the first TN request, and the start-up log
+// says which one, or why none.
+void PrepareGpuGemm() {
+  LoadGemmLibraries();
+  const absl::StatusOr<const cuda_gemm::CublasLtApi*> lt = cuda_gemm::LoadCublasLt();
+  if (lt.ok()) {
+    std::fprintf(stderr, "kerneld: cuBLASLt %zu from %s\n", (*lt)->version, (*lt)->path.c_str());
+  } else {
+    std::fprintf(stderr, "kerneld: %s; TN GEMMs run kerneld's own kernel\n",
+                 std::string(lt.status().message()).c_str());
+  }
+}
 
 absl::Status WarmGpuGemm(const DeviceProperties& device) {
   return RunsWgmma(device) ? WarmGemmLibraries() : absl::OkStatus();

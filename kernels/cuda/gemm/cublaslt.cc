@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemm/cublaslt.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <utility>
@@ -27,15 +28,25 @@ bool Resolve(void* lib, const char* name, Fn* fn) {
   return *fn != nullptr;
 }
 
+constexpr const char* kLibraryNames[] = {"libcublasLt.so.13", "libcublasLt.so.12"};
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 absl::StatusOr<CublasLtApi> Open() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("KERNELD_CUBLASLT"); env != nullptr && *env != '\0') {
-    candidates.push_back(env);
+    if (IsDirectory(env)) {
+      for (const char* name : kLibraryNames) candidates.push_back(absl::StrCat(env, "/", name));
+    } else {
+      candidates.push_back(env);
+    }
   }
-  for (const char* name :
-       {"libcublasLt.so.13", "libcublasLt.so.12", "/usr/local/cuda/lib64/libcublasLt.so.13",
-        "/usr/local/cuda/lib64/libcublasLt.so.12"}) {
-    candidates.push_back(name);
+  for (const char* name : kLibraryNames) candidates.push_back(name);
+  for (const char* name : kLibraryNames) {
+    candidates.push_back(absl::StrCat("/usr/local/cuda/lib64/", name));
   }
   std::vector<std::string> why;
   for (const std::string& path : candidates) {
@@ -76,8 +87,10 @@ absl::StatusOr<CublasLtApi> Open() {
     // The library stays loaded for the life of the process (its handles and plans do too).
     return api;
   }
-  return absl::UnimplementedError(
-      absl::StrCat("cuBLASLt is not available: ", absl::StrJoin(why, "; ")));
+  return absl::UnimplementedError(absl::StrCat(
+      "cuBLASLt is not available (set KERNELD_CUBLASLT to libcublasLt.so.13 or the folder "
+      "holding it, such as a pip wheel's nvidia/cu13/lib): ",
+      absl::StrJoin(why, "; ")));
 }
 
 std::string StatusName(const CublasLtApi& api, cublasStatus_t s) {

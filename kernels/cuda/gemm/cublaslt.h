@@ -44,8 +44,10 @@ struct CublasLtApi {
   decltype(&cublasLtGetStatusName) status_name = nullptr;  // may be null
 };
 
-// The process's cuBLASLt, loaded on the first call: $KERNELD_CUBLASLT when set (a path), else
-// libcublasLt.so.13, libcublasLt.so.12, then both under /usr/local/cuda/lib64. Thread-safe; the
+// The process's cuBLASLt, loaded on the first call: $KERNELD_CUBLASLT when set (the library, or
+// a folder holding libcublasLt.so.13 or .12, such as a pip wheel's nvidia/cu13/lib), else
+// libcublasLt.so.13, libcublasLt.so.12 through the loader's search, then both under
+// /usr/local/cuda/lib64. Thread-safe; the
 // answer never changes once given. On success also SetCublasLtGemmLoaded(true). UNIMPLEMENTED,
 // naming what was tried, when none loads, lacks an entry point, or predates block-scaled FP8
 // (cuBLASLt 12.9).

@@ -390,61 +390,38 @@ absl::StatusOr<OpResult> CallOp(Request& request, const std::string& session_id,
 
 }  // namespace
 
-absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
-                                          const v1::Completion& completion) {
+template <typename Request, typename OpMessage, typename Rpc>
+absl::StatusOr<OpResult> Client::CallUnaryOp(const OpMessage& op, const v1::Completion& completion,
+                                             Request* (v1::RingRequest::*ring_case)(), Rpc rpc) {
   if (absl::Status s = RequireSession(); !s.ok()) return s;
   v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
-  v1::QuantizeRequest* request = call.mutable_quantize();
+  Request* request = (call.*ring_case)();
   *request->mutable_op() = op;
   if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
   if (auto result = TryRing(call)) return *std::move(result);
-  return CallOp<v1::QuantizeRequest, v1::OpResponse>(
+  return CallOp<Request, v1::OpResponse>(
       *request, session_->id, completion, options_.op_timeout,
-      [this](grpc::ClientContext* c, const v1::QuantizeRequest& r, v1::OpResponse* o) {
-        return stub_->Quantize(c, r, o);
+      [this, rpc](grpc::ClientContext* c, const Request& r, v1::OpResponse* o) {
+        return (stub_.get()->*rpc)(c, r, o);
       });
+}
+
+absl::StatusOr<OpResult> Client::Quantize(const v1::QuantizeOp& op,
+                                          const v1::Completion& completion) {
+  return CallUnaryOp(op, completion, &v1::RingRequest::mutable_quantize,
+                     &v1::DataPlane::Stub::Quantize);
 }
 
 absl::StatusOr<OpResult> Client::Gemm(const v1::GemmOp& op, const v1::Completion& completion) {
-  if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
-  v1::GemmRequest* request = call.mutable_gemm();
-  *request->mutable_op() = op;
-  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
-  if (auto result = TryRing(call)) return *std::move(result);
-  return CallOp<v1::GemmRequest, v1::OpResponse>(
-      *request, session_->id, completion, options_.op_timeout,
-      [this](grpc::ClientContext* c, const v1::GemmRequest& r, v1::OpResponse* o) {
-        return stub_->Gemm(c, r, o);
-      });
+  return CallUnaryOp(op, completion, &v1::RingRequest::mutable_gemm, &v1::DataPlane::Stub::Gemm);
 }
 
 absl::StatusOr<OpResult> Client::Pad(const v1::PadOp& op, const v1::Completion& completion) {
-  if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
-  v1::PadRequest* request = call.mutable_pad();
-  *request->mutable_op() = op;
-  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
-  if (auto result = TryRing(call)) return *std::move(result);
-  return CallOp<v1::PadRequest, v1::OpResponse>(
-      *request, session_->id, completion, options_.op_timeout,
-      [this](grpc::ClientContext* c, const v1::PadRequest& r, v1::OpResponse* o) {
-        return stub_->Pad(c, r, o);
-      });
+  return CallUnaryOp(op, completion, &v1::RingRequest::mutable_pad, &v1::DataPlane::Stub::Pad);
 }
 
 absl::StatusOr<OpResult> Client::Unpad(const v1::UnpadOp& op, const v1::Completion& completion) {
-  if (absl::Status s = RequireSession(); !s.ok()) return s;
-  v1::RingRequest call;  // through the ring, or its request over gRPC when the ring declines
-  v1::UnpadRequest* request = call.mutable_unpad();
-  *request->mutable_op() = op;
-  if (completion.ByteSizeLong() != 0) *request->mutable_completion() = completion;
-  if (auto result = TryRing(call)) return *std::move(result);
-  return CallOp<v1::UnpadRequest, v1::OpResponse>(
-      *request, session_->id, completion, options_.op_timeout,
-      [this](grpc::ClientContext* c, const v1::UnpadRequest& r, v1::OpResponse* o) {
-        return stub_->Unpad(c, r, o);
-      });
+  return CallUnaryOp(op, completion, &v1::RingRequest::mutable_unpad, &v1::DataPlane::Stub::Unpad);
 }
 
 absl::StatusOr<OpResult> Client::Submit(absl::Span<const v1::Op> ops,
@@ -507,26 +484,14 @@ v1::UnpadOp MakeUnpadOp(const v1::TensorRef& input, const v1::TensorRef& group_e
   return op;
 }
 
-v1::Op AsOp(const v1::QuantizeOp& op) {
-  v1::Op result;
-  *result.mutable_quantize() = op;
-  return result;
-}
-v1::Op AsOp(const v1::GemmOp& op) {
-  v1::Op result;
-  *result.mutable_gemm() = op;
-  return result;
-}
-v1::Op AsOp(const v1::PadOp& op) {
-  v1::Op result;
-  *result.mutable_pad() = op;
-  return result;
-}
-v1::Op AsOp(const v1::UnpadOp& op) {
-  v1::Op result;
-  *result.mutable_unpad() = op;
-  return result;
-}
+#define KD_CLIENT_AS_OP_(name, Name, UPPER, number) \
+  v1::Op AsOp(const v1::Name##Op& op) {             \
+    v1::Op result;                                  \
+    *result.mutable_##name() = op;                  \
+    return result;                                  \
+  }
+KD_OPS(KD_CLIENT_AS_OP_)
+#undef KD_CLIENT_AS_OP_
 
 }  // namespace client
 }  // namespace kd

@@ -4,60 +4,30 @@ namespace kd {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32:
-    case DType::kI32:
-      return 4;
-    case DType::kBF16:
-    case DType::kF16:
-      return 2;
-    case DType::kE4M3FN:
-    case DType::kE4M3FNUZ:
-    case DType::kE5M2:
-    case DType::kE8M0:
-    case DType::kU8:
-      return 1;
-    case DType::kI64:
-      return 8;
-    case DType::kInvalid:
-      break;
+#define KD_DTYPE_SIZE_(suffix, cpp, value, label, bytes) \
+  case DType::cpp:                                       \
+    return bytes;
+    KD_ENUM_VALUES_DType(KD_DTYPE_SIZE_)
+#undef KD_DTYPE_SIZE_
+        case DType::kInvalid : break;
   }
   return 0;
 }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-    case DType::kE4M3FN:
-      return "e4m3fn";
-    case DType::kE4M3FNUZ:
-      return "e4m3fnuz";
-    case DType::kE5M2:
-      return "e5m2";
-    case DType::kE8M0:
-      return "e8m0";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kU8:
-      return "u8";
-    case DType::kInvalid:
-      break;
+#define KD_DTYPE_NAME_(suffix, cpp, value, label, bytes) \
+  case DType::cpp:                                       \
+    return label;
+    KD_ENUM_VALUES_DType(KD_DTYPE_NAME_)
+#undef KD_DTYPE_NAME_
+        case DType::kInvalid : break;
   }
   return "invalid";
 }
 
 bool IsFp8(DType dtype) {
   return dtype == DType::kE4M3FN || dtype == DType::kE4M3FNUZ || dtype == DType::kE5M2;
-}
-
-bool IsHighPrecisionFloat(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
 }
 
 float Fp8Max(DType dtype) {

@@ -19,10 +19,8 @@ using TraitsOf = OpTraits<std::decay_t<Args>>;
 template <typename Args>
 std::pair<const Tensor*, const Tensor*> DTypeTensors(const Args& args) {
   using T = OpTraits<Args>;
-  static_assert(T::kDTypeFrom >= 0 && T::kDTypeFrom < std::size(T::kTensors));
-  static_assert(T::kDTypeTo >= -1 && T::kDTypeTo < static_cast<int>(std::size(T::kTensors)));
-  const Tensor* to = T::kDTypeTo < 0 ? nullptr : &(args.*T::kTensors[T::kDTypeTo].member);
-  return {&(args.*T::kTensors[T::kDTypeFrom].member), to};
+  const Tensor* to = T::kDTypeTo == nullptr ? nullptr : &(args.*T::kDTypeTo);
+  return {&(args.*T::kDTypeFrom), to};
 }
 
 // Calls fn(field, tensor) for each present tensor of `args`, in kTensors order. Unrolled over the
@@ -64,6 +62,34 @@ std::pair<uintptr_t, uintptr_t> ByteRange(const Tensor& t) {
 }
 
 }  // namespace
+
+// EnumLabel and IsKnown of every kernels enum, from the table.
+#define KD_ENUM_LABEL_CASE_(suffix, cpp, value, label, ...) \
+  case E::cpp:                                              \
+    return label;
+#define KD_ENUM_KNOWN_CASE_(suffix, cpp, value, label, ...) case E::cpp:
+#define KD_ENUM_FUNCTIONS_(Enum)                                               \
+  absl::string_view EnumLabel(Enum v) {                                        \
+    using E = Enum;                                                            \
+    switch (v) { KD_ENUM_VALUES_##Enum(KD_ENUM_LABEL_CASE_) default : break; } \
+    return "invalid";                                                          \
+  }                                                                            \
+  bool IsKnown(Enum v) {                                                       \
+    using E = Enum;                                                            \
+    switch (v) {                                                               \
+      KD_ENUM_VALUES_##Enum(KD_ENUM_KNOWN_CASE_) return true;                  \
+      default:                                                                 \
+        return false;                                                          \
+    }                                                                          \
+  }
+KD_ENUM_FUNCTIONS_(QuantGranularity)
+KD_ENUM_FUNCTIONS_(ScaleFormat)
+KD_ENUM_FUNCTIONS_(ScaleLayout)
+KD_ENUM_FUNCTIONS_(MxRounding)
+KD_ENUM_FUNCTIONS_(GemmVariant)
+#undef KD_ENUM_FUNCTIONS_
+#undef KD_ENUM_KNOWN_CASE_
+#undef KD_ENUM_LABEL_CASE_
 
 absl::string_view OpName(const Op& op) {
   return std::visit([](const auto& args) { return TraitsOf<decltype(args)>::kName; }, op);

@@ -256,36 +256,23 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
     return call.Finish(daemon_->sessions().Release(**session, req->buffer_id()));
   }
 
+  // The unary op RPCs: each is its op as a batch of one, unprefixed errors.
   grpc::ServerUnaryReactor* Quantize(grpc::CallbackServerContext* ctx,
                                      const v1::QuantizeRequest* req,
                                      v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Quantize", ctx), req->session_id(),
-                  req->completion(), 1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
-                  [resp](double s) { resp->set_kernel_seconds(s); });
+    return UnaryOp("Quantize", ctx, req, resp);
   }
-
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* ctx, const v1::GemmRequest* req,
                                  v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Gemm", ctx), req->session_id(), req->completion(),
-                  1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
-                  [resp](double s) { resp->set_kernel_seconds(s); });
+    return UnaryOp("Gemm", ctx, req, resp);
   }
-
   grpc::ServerUnaryReactor* Pad(grpc::CallbackServerContext* ctx, const v1::PadRequest* req,
                                 v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Pad", ctx), req->session_id(), req->completion(), 1,
-                  /*batched=*/false, BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
-                  [resp](double s) { resp->set_kernel_seconds(s); });
+    return UnaryOp("Pad", ctx, req, resp);
   }
-
   grpc::ServerUnaryReactor* Unpad(grpc::CallbackServerContext* ctx, const v1::UnpadRequest* req,
                                   v1::OpResponse* resp) override {
-    return RunOps(RpcCall(&daemon_->metrics(), "Unpad", ctx), req->session_id(), req->completion(),
-                  1, /*batched=*/false,
-                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
-                  [resp](double s) { resp->set_kernel_seconds(s); });
+    return UnaryOp("Unpad", ctx, req, resp);
   }
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
@@ -306,6 +293,15 @@ class DataPlaneService final : public v1::DataPlane::CallbackService {
   }
 
  private:
+  template <typename Request>
+  grpc::ServerUnaryReactor* UnaryOp(const char* method, grpc::CallbackServerContext* ctx,
+                                    const Request* req, v1::OpResponse* resp) {
+    return RunOps(RpcCall(&daemon_->metrics(), method, ctx), req->session_id(), req->completion(),
+                  1, /*batched=*/false,
+                  BuildOne([req](OpBinder& b) { return b.BindOp(req->op()); }),
+                  [resp](double s) { resp->set_kernel_seconds(s); });
+  }
+
   using BuildFn = std::function<absl::Status(OpBinder&, std::vector<Op>&)>;
   using BuildRef = absl::FunctionRef<absl::Status(OpBinder&, std::vector<Op>&)>;
 

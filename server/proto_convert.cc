@@ -1,6 +1,7 @@
 #include "server/proto_convert.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -76,68 +77,97 @@ absl::StatusOr<Tensor> OpBinder::Bind(const v1::TensorRef& ref, bool present,
 
 namespace {
 
-// One binding per op message: its enums range-checked, its scalars converted, its tensors bound
-// under the field names of the op's OpTraits.
-#define KD_BIND(dst, msg, name) \
-  KD_ASSIGN_OR_RETURN(dst, b.Bind(msg.name(), msg.has_##name(), #name))
+// The wire enums are the table's (kerneld/op_table.h), value for value: kerneld.proto's
+// constants and the kernels' enumerators are checked against it here, at compile time
+// (proto_convert_test checks that the proto has no value the table lacks).
+template <typename E, size_t N>
+constexpr int MaxOf(const E (&values)[N]) {
+  int max = 0;
+  for (const E v : values) max = static_cast<int>(v) > max ? static_cast<int>(v) : max;
+  return max;
+}
+#define KD_WIRE_CHECK_(proto_value, cpp_enum, value)                         \
+  static_assert(proto_value == value && static_cast<int>(cpp_enum) == value, \
+                #proto_value " and " #cpp_enum " have the value of kerneld/op_table.h");
+#define KD_X_(suffix, cpp, value, ...) KD_WIRE_CHECK_(v1::DTYPE_##suffix, DType::cpp, value)
+KD_ENUM_VALUES_DType(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) \
+  KD_WIRE_CHECK_(v1::QUANT_##suffix, QuantGranularity::cpp, value)
+    KD_ENUM_VALUES_QuantGranularity(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) KD_WIRE_CHECK_(v1::SCALE_##suffix, ScaleFormat::cpp, value)
+        KD_ENUM_VALUES_ScaleFormat(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) \
+  KD_WIRE_CHECK_(v1::SCALE_LAYOUT_##suffix, ScaleLayout::cpp, value)
+            KD_ENUM_VALUES_ScaleLayout(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) \
+  KD_WIRE_CHECK_(v1::MX_ROUNDING_##suffix, MxRounding::cpp, value)
+                KD_ENUM_VALUES_MxRounding(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) KD_WIRE_CHECK_(v1::GEMM_##suffix, GemmVariant::cpp, value)
+                    KD_ENUM_VALUES_GemmVariant(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) static_assert(v1::Completion::suffix == value);
+                        KD_ENUM_VALUES_CompletionMode(KD_X_)
+#undef KD_X_
+#define KD_X_(suffix, cpp, value, ...) static_assert(v1::IpcMemHandle::suffix == value);
+                            KD_ENUM_VALUES_IpcKind(KD_X_)
+#undef KD_X_
+#undef KD_WIRE_CHECK_
+#define KD_X_(suffix, cpp, value, ...) DType::cpp,
+                                constexpr DType kDTypes[] = {KD_ENUM_VALUES_DType(KD_X_)};
+#undef KD_X_
+static_assert(MaxOf(kDTypes) == v1::DType_MAX, "kerneld.proto's DType has a value the table lacks");
+#define KD_X_(name, Name, UPPER, number)                                    \
+  static_assert(v1::Op::k##Name == number, "Op." #name " is field " #number \
+                                           " of "                           \
+                                           "kerneld.proto's Op.kind (kerneld/op_table.h)");
+KD_OPS(KD_X_)
+#undef KD_X_
 
-absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::QuantizeOp& p) {
-  QuantizeArgs a;
-  KD_RETURN_IF_ERROR(CheckEnum(p.granularity(), v1::QuantGranularity_MAX, "granularity"));
-  KD_RETURN_IF_ERROR(CheckEnum(p.scale_format(), v1::ScaleFormat_MAX, "scale_format"));
-  KD_RETURN_IF_ERROR(CheckEnum(p.scale_layout(), v1::ScaleLayout_MAX, "scale_layout"));
-  KD_RETURN_IF_ERROR(CheckEnum(p.mx_rounding(), v1::MxRounding_MAX, "mx_rounding"));
-  a.granularity = static_cast<QuantGranularity>(p.granularity());
-  a.transpose_output = p.transpose_output();
-  a.scale_format = p.scale_format() == v1::SCALE_POW2 ? ScaleFormat::kPow2 : ScaleFormat::kFp32;
-  a.scale_layout = p.scale_layout() == v1::SCALE_LAYOUT_K_BLOCK_MAJOR ? ScaleLayout::kKBlockMajor
-                                                                      : ScaleLayout::kRowMajor;
-  a.mx_rounding =
-      p.mx_rounding() == v1::MX_ROUNDING_RCEIL ? MxRounding::kRceil : MxRounding::kFloor;
-  a.eps = p.eps() == 0.0f ? kDefaultQuantEps : p.eps();
-  KD_BIND(a.input, p, input);
-  KD_BIND(a.output, p, output);
-  KD_BIND(a.scales, p, scales);
-  KD_BIND(a.output_t, p, output_t);
-  KD_BIND(a.scales_t, p, scales_t);
-  KD_BIND(a.group_ends, p, group_ends);
-  return Op(a);
+// A wire enum value into the op's field: range-checked (proto3 enums are open, so an unknown
+// number arrives as it was sent), and 0 (unspecified) leaves the op's default.
+template <typename Enum>
+absl::Status AssignEnum(int wire, int max, absl::string_view field, Enum* out) {
+  KD_RETURN_IF_ERROR(CheckEnum(wire, max, field));
+  if (wire != 0) *out = static_cast<Enum>(wire);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::GemmOp& p) {
-  GemmArgs a;
-  KD_RETURN_IF_ERROR(CheckEnum(p.variant(), v1::GemmVariant_MAX, "variant"));
-  a.variant = static_cast<GemmVariant>(p.variant());
-  a.accumulate = p.accumulate();
-  KD_BIND(a.a, p, a);
-  KD_BIND(a.a_scales, p, a_scales);
-  KD_BIND(a.b, p, b);
-  KD_BIND(a.b_scales, p, b_scales);
-  KD_BIND(a.d, p, d);
-  KD_BIND(a.group_ends, p, group_ends);
-  return Op(a);
+absl::Status AssignTensor(absl::StatusOr<Tensor> bound, Tensor* out) {
+  if (!bound.ok()) return bound.status();
+  *out = *std::move(bound);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::PadOp& p) {
-  PadArgs a;
-  a.alignment = p.alignment();
-  KD_BIND(a.input, p, input);
-  KD_BIND(a.group_ends, p, group_ends);
-  KD_BIND(a.output, p, output);
-  KD_BIND(a.padded_group_ends, p, padded_group_ends);
-  return Op(a);
-}
-
-absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::UnpadOp& p) {
-  UnpadArgs a;
-  a.alignment = p.alignment();
-  KD_BIND(a.input, p, input);
-  KD_BIND(a.group_ends, p, group_ends);
-  KD_BIND(a.output, p, output);
-  return Op(a);
-}
-
-#undef KD_BIND
+// One binding per op message, generated from its row of the table (KD_OP_FIELDS_<name>): its
+// tensors bound under their field names, its enums range-checked, its scalars copied; a zero
+// enum or float leaves the args' default. A field the message or the args struct lacks does not
+// compile.
+#define KD_BIND_TENSOR_(field, dir, req) \
+  KD_RETURN_IF_ERROR(AssignTensor(b.Bind(p.field(), p.has_##field(), #field), &a.field));
+#define KD_BIND_ENUM_(field, Enum) \
+  KD_RETURN_IF_ERROR(AssignEnum(p.field(), v1::Enum##_MAX, #field, &a.field));
+#define KD_BIND_FLAG_(field) a.field = p.field();
+#define KD_BIND_INT_(field) a.field = p.field();
+#define KD_BIND_FLOAT_(field) \
+  if (p.field() != 0.0f) a.field = p.field();
+#define KD_X_(name, Name, UPPER, number)                                             \
+  absl::StatusOr<Op> BindMessage(OpBinder& b, const v1::Name##Op& p) {               \
+    Name##Args a;                                                                    \
+    KD_OP_FIELDS_##name(KD_BIND_TENSOR_, KD_BIND_ENUM_, KD_BIND_FLAG_, KD_BIND_INT_, \
+                        KD_BIND_FLOAT_) return Op(std::move(a));                     \
+  }
+KD_OPS(KD_X_)
+#undef KD_X_
+#undef KD_BIND_TENSOR_
+#undef KD_BIND_ENUM_
+#undef KD_BIND_FLAG_
+#undef KD_BIND_INT_
+#undef KD_BIND_FLOAT_
 
 }  // namespace
 
@@ -145,25 +175,18 @@ template <typename OpMessage>
 absl::StatusOr<Op> OpBinder::BindOp(const OpMessage& op) {
   return BindMessage(*this, op);
 }
-template absl::StatusOr<Op> OpBinder::BindOp(const v1::QuantizeOp&);
-template absl::StatusOr<Op> OpBinder::BindOp(const v1::GemmOp&);
-template absl::StatusOr<Op> OpBinder::BindOp(const v1::PadOp&);
-template absl::StatusOr<Op> OpBinder::BindOp(const v1::UnpadOp&);
-
-// One case per op of kd::Op (and per case of kerneld.v1.Op's `kind`; proto_convert_test checks
-// that the two lists and their tensor fields agree).
-static_assert(kOpCount == 4, "a new op needs its BindMessage, its instantiation and its case here");
+#define KD_X_(name, Name, UPPER, number) \
+  template absl::StatusOr<Op> OpBinder::BindOp(const v1::Name##Op&);
+KD_OPS(KD_X_)
+#undef KD_X_
 
 absl::StatusOr<Op> OpBinder::Any(const v1::Op& op) {
   switch (op.kind_case()) {
-    case v1::Op::kQuantize:
-      return BindOp(op.quantize());
-    case v1::Op::kGemm:
-      return BindOp(op.gemm());
-    case v1::Op::kPad:
-      return BindOp(op.pad());
-    case v1::Op::kUnpad:
-      return BindOp(op.unpad());
+#define KD_X_(name, Name, UPPER, number) \
+  case v1::Op::k##Name:                  \
+    return BindOp(op.name());
+    KD_OPS(KD_X_)
+#undef KD_X_
     case v1::Op::KIND_NOT_SET:
       break;
   }

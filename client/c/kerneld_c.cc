@@ -2,7 +2,9 @@
 // arguments to the client's types, calls the public kd::client::Client method, and turns the
 // absl::Status into a code plus the calling thread's last-error message.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <string>
@@ -90,66 +92,56 @@ absl::Status ToOptionalRef(const kd_tensor& t, const char* field, Mutable mutabl
     if (!kd_c_status_.ok()) return kd_c_status_; \
   } while (0)
 
-absl::Status ToProto(const kd_quantize_op& c, v1::QuantizeOp* op) {
-  KD_C_RETURN_IF_ERROR(ToRef(c.input, "input", op->mutable_input()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.output, "output", op->mutable_output()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.scales, "scales", op->mutable_scales()));
-  op->set_granularity(static_cast<v1::QuantGranularity>(c.granularity));
-  op->set_transpose_output(c.transpose_output != 0);
-  op->set_scale_format(static_cast<v1::ScaleFormat>(c.scale_format));
-  op->set_scale_layout(static_cast<v1::ScaleLayout>(c.scale_layout));
-  op->set_eps(c.eps);
-  op->set_mx_rounding(static_cast<v1::MxRounding>(c.mx_rounding));
-  KD_C_RETURN_IF_ERROR(
-      ToOptionalRef(c.output_t, "output_t", [op] { return op->mutable_output_t(); }));
-  KD_C_RETURN_IF_ERROR(
-      ToOptionalRef(c.scales_t, "scales_t", [op] { return op->mutable_scales_t(); }));
-  return ToOptionalRef(c.group_ends, "group_ends", [op] { return op->mutable_group_ends(); });
-}
+// One conversion per op struct, generated from its row of kerneld/op_table.h: a tensor of rank
+// 0 is left unset (absent), an enum is passed as its number (the daemon range-checks it), a
+// flag becomes a bool.
+#define KD_C_TENSOR_(field, dir, req) \
+  KD_C_RETURN_IF_ERROR(ToOptionalRef(c.field, #field, [op] { return op->mutable_##field(); }));
+#define KD_C_ENUM_(field, Enum) op->set_##field(static_cast<v1::Enum>(c.field));
+#define KD_C_FLAG_(field) op->set_##field(c.field != 0);
+#define KD_C_INT_(field) op->set_##field(c.field);
+#define KD_C_FLOAT_(field) op->set_##field(c.field);
+#define KD_C_X_(name, Name, UPPER, number)                               \
+  absl::Status ToProto(const kd_##name##_op& c, v1::Name##Op* op) {      \
+    KD_OP_FIELDS_##name(KD_C_TENSOR_, KD_C_ENUM_, KD_C_FLAG_, KD_C_INT_, \
+                        KD_C_FLOAT_) return absl::OkStatus();            \
+  }
+KD_OPS(KD_C_X_)
+#undef KD_C_X_
 
-absl::Status ToProto(const kd_gemm_op& c, v1::GemmOp* op) {
-  op->set_variant(static_cast<v1::GemmVariant>(c.variant));
-  op->set_accumulate(c.accumulate != 0);
-  KD_C_RETURN_IF_ERROR(ToRef(c.a, "a", op->mutable_a()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.a_scales, "a_scales", op->mutable_a_scales()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.b, "b", op->mutable_b()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.b_scales, "b_scales", op->mutable_b_scales()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.d, "d", op->mutable_d()));
-  return ToOptionalRef(c.group_ends, "group_ends", [op] { return op->mutable_group_ends(); });
-}
-
-absl::Status ToProto(const kd_pad_op& c, v1::PadOp* op) {
-  KD_C_RETURN_IF_ERROR(ToRef(c.input, "input", op->mutable_input()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.group_ends, "group_ends", op->mutable_group_ends()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.output, "output", op->mutable_output()));
-  KD_C_RETURN_IF_ERROR(
-      ToRef(c.padded_group_ends, "padded_group_ends", op->mutable_padded_group_ends()));
-  op->set_alignment(c.alignment);
-  return absl::OkStatus();
-}
-
-absl::Status ToProto(const kd_unpad_op& c, v1::UnpadOp* op) {
-  KD_C_RETURN_IF_ERROR(ToRef(c.input, "input", op->mutable_input()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.group_ends, "group_ends", op->mutable_group_ends()));
-  KD_C_RETURN_IF_ERROR(ToRef(c.output, "output", op->mutable_output()));
-  op->set_alignment(c.alignment);
-  return absl::OkStatus();
+// "quantize" for KD_OP_QUANTIZE...; nullptr for a number that is no op.
+const char* OpKindName(int32_t kind) {
+  switch (kind) {
+#define KD_C_X_(name, Name, UPPER, number) \
+  case KD_OP_##UPPER:                      \
+    return #name;
+    KD_OPS(KD_C_X_)
+#undef KD_C_X_
+    default:
+      return nullptr;
+  }
 }
 
 absl::Status ToProto(const kd_op& c, v1::Op* op) {
   switch (c.kind) {
-    case KD_OP_QUANTIZE:
-      return ToProto(c.u.quantize, op->mutable_quantize());
-    case KD_OP_GEMM:
-      return ToProto(c.u.gemm, op->mutable_gemm());
-    case KD_OP_PAD:
-      return ToProto(c.u.pad, op->mutable_pad());
-    case KD_OP_UNPAD:
-      return ToProto(c.u.unpad, op->mutable_unpad());
+#define KD_C_X_(name, Name, UPPER, number) \
+  case KD_OP_##UPPER:                      \
+    return ToProto(c.u.name, op->mutable_##name());
+    KD_OPS(KD_C_X_)
+#undef KD_C_X_
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("kind=", c.kind, " is not an op kind (1 quantize, 2 gemm, 3 pad, 4 unpad)"));
+      break;
   }
+  static const std::string* const kKinds = [] {
+    std::string kinds;
+#define KD_C_X_(name, Name, UPPER, number) \
+  absl::StrAppend(&kinds, kinds.empty() ? "" : ", ", number, " " #name);
+    KD_OPS(KD_C_X_)
+#undef KD_C_X_
+    return new std::string(kinds);
+  }();
+  return absl::InvalidArgumentError(
+      absl::StrCat("kind=", c.kind, " is not an op kind (", *kKinds, ")"));
 }
 
 absl::Status ToProto(const kd_completion* c, v1::Completion* completion) {
@@ -175,19 +167,97 @@ int Finish(const absl::StatusOr<kd::client::OpResult>& result, double* kernel_se
   return Ok();
 }
 
-// The single-op calls: checks, conversion, the client call.
-template <typename COp, typename ProtoOp, typename Call>
-int RunOne(kd_client* client, const COp* op, const char* name, const kd_completion* completion,
-           double* kernel_seconds, Call call) {
+// A batch of ops converted and submitted; an error of the conversion names the op.
+int SubmitOps(kd_client* client, const kd_op* ops, size_t count, const kd_completion* completion,
+              double* kernel_seconds) {
   if (kernel_seconds != nullptr) *kernel_seconds = 0.0;
   if (client == nullptr) return Invalid("client is NULL");
-  if (op == nullptr) return Invalid(absl::StrCat(name, " op is NULL"));
-  ProtoOp proto;
-  if (absl::Status s = ToProto(*op, &proto); !s.ok()) return Fail(s);
+  if (ops == nullptr && count > 0) return Invalid(absl::StrCat("ops is NULL with count=", count));
+  std::vector<v1::Op> batch(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (absl::Status s = ToProto(ops[i], &batch[i]); !s.ok()) {
+      const char* kind = OpKindName(ops[i].kind);
+      return Fail(absl::Status(s.code(), absl::StrCat("ops[", i, "].", kind == nullptr ? "" : kind,
+                                                      kind == nullptr ? "" : ".", s.message())));
+    }
+  }
   v1::Completion c;
   if (absl::Status s = ToProto(completion, &c); !s.ok()) return Fail(s);
-  return Finish(call(*client->client, proto, c), kernel_seconds);
+  return Finish(client->client->Submit(batch, c), kernel_seconds);
 }
+
+// The table as data (kd_enum_value_at, kd_op_info_at): every enum's values, enum by enum in
+// the order of KD_ENUMS, and every op with its fields.
+#define KD_C_ROW_(Enum, suffix, value, label, bytes) {#Enum, #suffix, label, value, bytes},
+#define KD_C_DTYPE_(suffix, cpp, value, label, bytes) KD_C_ROW_(DType, suffix, value, label, bytes)
+#define KD_C_GRANULARITY_(suffix, cpp, value, label) \
+  KD_C_ROW_(QuantGranularity, suffix, value, label, 0)
+#define KD_C_SCALE_FORMAT_(suffix, cpp, value, label) \
+  KD_C_ROW_(ScaleFormat, suffix, value, label, 0)
+#define KD_C_SCALE_LAYOUT_(suffix, cpp, value, label) \
+  KD_C_ROW_(ScaleLayout, suffix, value, label, 0)
+#define KD_C_MX_ROUNDING_(suffix, cpp, value, label) KD_C_ROW_(MxRounding, suffix, value, label, 0)
+#define KD_C_GEMM_VARIANT_(suffix, cpp, value, label) \
+  KD_C_ROW_(GemmVariant, suffix, value, label, 0)
+#define KD_C_COMPLETION_MODE_(suffix, cpp, value, label) \
+  KD_C_ROW_(CompletionMode, suffix, value, label, 0)
+#define KD_C_IPC_KIND_(suffix, cpp, value, label) KD_C_ROW_(IpcKind, suffix, value, label, 0)
+// clang-format off
+constexpr kd_enum_value_info kEnumValues[] = {
+    KD_ENUM_VALUES_DType(KD_C_DTYPE_)
+    KD_ENUM_VALUES_QuantGranularity(KD_C_GRANULARITY_)
+    KD_ENUM_VALUES_ScaleFormat(KD_C_SCALE_FORMAT_)
+    KD_ENUM_VALUES_ScaleLayout(KD_C_SCALE_LAYOUT_)
+    KD_ENUM_VALUES_MxRounding(KD_C_MX_ROUNDING_)
+    KD_ENUM_VALUES_GemmVariant(KD_C_GEMM_VARIANT_)
+    KD_ENUM_VALUES_CompletionMode(KD_C_COMPLETION_MODE_)
+    KD_ENUM_VALUES_IpcKind(KD_C_IPC_KIND_)
+};
+// clang-format on
+constexpr bool SameName(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+constexpr bool HasRows(const char* enum_name) {
+  for (const kd_enum_value_info& v : kEnumValues) {
+    if (SameName(v.enum_name, enum_name)) return true;
+  }
+  return false;
+}
+#define KD_C_X_(Enum, c_prefix, proto_enum, proto_prefix) \
+  static_assert(HasRows(#Enum), #Enum " of KD_ENUMS needs its rows in kEnumValues");
+KD_ENUMS(KD_C_X_)
+#undef KD_C_X_
+
+#define KD_C_OUTPUT_IN 0
+#define KD_C_OUTPUT_OUT 1
+#define KD_C_REQUIRED_REQUIRED 1
+#define KD_C_REQUIRED_OPTIONAL 0
+#define KD_C_FIELD_(field, kind, output, required, enum_name) \
+  {#field, kind, output, required, static_cast<uint32_t>(offsetof(Struct, field)), enum_name},
+#define KD_C_TENSOR_INFO_(field, dir, req) \
+  KD_C_FIELD_(field, KD_FIELD_TENSOR, KD_C_OUTPUT_##dir, KD_C_REQUIRED_##req, "")
+#define KD_C_ENUM_INFO_(field, Enum) KD_C_FIELD_(field, KD_FIELD_ENUM, 0, 0, #Enum)
+#define KD_C_FLAG_INFO_(field) KD_C_FIELD_(field, KD_FIELD_FLAG, 0, 0, "")
+#define KD_C_INT_INFO_(field) KD_C_FIELD_(field, KD_FIELD_INT, 0, 0, "")
+#define KD_C_FLOAT_INFO_(field) KD_C_FIELD_(field, KD_FIELD_FLOAT, 0, 0, "")
+#define KD_C_X_(name, Name, UPPER, number)                                                       \
+  struct Name##Fields {                                                                          \
+    using Struct = kd_##name##_op;                                                               \
+    static constexpr kd_field_info kFields[] = {KD_OP_FIELDS_##name(                             \
+        KD_C_TENSOR_INFO_, KD_C_ENUM_INFO_, KD_C_FLAG_INFO_, KD_C_INT_INFO_, KD_C_FLOAT_INFO_)}; \
+  };
+KD_OPS(KD_C_X_)
+#undef KD_C_X_
+#define KD_C_X_(name, Name, UPPER, number)                  \
+  {#name,                                                   \
+   #Name,                                                   \
+   KD_OP_##UPPER,                                           \
+   static_cast<uint32_t>(sizeof(kd_##name##_op)),           \
+   static_cast<uint32_t>(std::size(Name##Fields::kFields)), \
+   Name##Fields::kFields},
+const kd_op_info kOps[] = {KD_OPS(KD_C_X_)};
+#undef KD_C_X_
 
 const char* const kCodeNames[] = {
     "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
@@ -218,11 +288,10 @@ uint32_t kd_sizeof(const char* type_name) {
     const char* name;
     uint32_t size;
   } kSizes[] = {{"kd_tensor", sizeof(kd_tensor)},
-                {"kd_quantize_op", sizeof(kd_quantize_op)},
-                {"kd_gemm_op", sizeof(kd_gemm_op)},
-                {"kd_pad_op", sizeof(kd_pad_op)},
-                {"kd_unpad_op", sizeof(kd_unpad_op)},
-                {"kd_op", sizeof(kd_op)},
+#define KD_C_X_(name, Name, UPPER, number) {"kd_" #name "_op", sizeof(kd_##name##_op)},
+                KD_OPS(KD_C_X_)
+#undef KD_C_X_
+                    {"kd_op", sizeof(kd_op)},
                 {"kd_completion", sizeof(kd_completion)},
                 {"kd_allocation", sizeof(kd_allocation)},
                 {"kd_client_options", sizeof(kd_client_options)},
@@ -231,6 +300,14 @@ uint32_t kd_sizeof(const char* type_name) {
     if (std::strcmp(entry.name, type_name) == 0) return entry.size;
   }
   return 0;
+}
+
+const kd_enum_value_info* kd_enum_value_at(uint32_t index) {
+  return index < std::size(kEnumValues) ? &kEnumValues[index] : nullptr;
+}
+
+const kd_op_info* kd_op_info_at(uint32_t index) {
+  return index < std::size(kOps) ? &kOps[index] : nullptr;
 }
 
 void kd_client_options_init(kd_client_options* options) {
@@ -453,57 +530,25 @@ int kd_release_shm(kd_client* client, kd_shm* shm) {
   return Fail(client->client->ReleaseBuffer(shm->buffer));
 }
 
-int kd_quantize(kd_client* client, const kd_quantize_op* op, const kd_completion* completion,
-                double* kernel_seconds) {
-  return RunOne<kd_quantize_op, v1::QuantizeOp>(
-      client, op, "quantize", completion, kernel_seconds,
-      [](kd::client::Client& c, const v1::QuantizeOp& p, const v1::Completion& done) {
-        return c.Quantize(p, done);
-      });
-}
-
-int kd_gemm(kd_client* client, const kd_gemm_op* op, const kd_completion* completion,
-            double* kernel_seconds) {
-  return RunOne<kd_gemm_op, v1::GemmOp>(client, op, "gemm", completion, kernel_seconds,
-                                        [](kd::client::Client& c, const v1::GemmOp& p,
-                                           const v1::Completion& done) { return c.Gemm(p, done); });
-}
-
-int kd_pad(kd_client* client, const kd_pad_op* op, const kd_completion* completion,
-           double* kernel_seconds) {
-  return RunOne<kd_pad_op, v1::PadOp>(client, op, "pad", completion, kernel_seconds,
-                                      [](kd::client::Client& c, const v1::PadOp& p,
-                                         const v1::Completion& done) { return c.Pad(p, done); });
-}
-
-int kd_unpad(kd_client* client, const kd_unpad_op* op, const kd_completion* completion,
-             double* kernel_seconds) {
-  return RunOne<kd_unpad_op, v1::UnpadOp>(
-      client, op, "unpad", completion, kernel_seconds,
-      [](kd::client::Client& c, const v1::UnpadOp& p, const v1::Completion& done) {
-        return c.Unpad(p, done);
-      });
-}
+// kd_<name> of every op: the op as a batch of one.
+#define KD_C_X_(name, Name, UPPER, number)                                                    \
+  int kd_##name(kd_client* client, const kd_##name##_op* op, const kd_completion* completion, \
+                double* kernel_seconds) {                                                     \
+    if (op == nullptr) {                                                                      \
+      if (kernel_seconds != nullptr) *kernel_seconds = 0.0;                                   \
+      return Invalid(#name " op is NULL");                                                    \
+    }                                                                                         \
+    kd_op one = {};                                                                           \
+    one.kind = KD_OP_##UPPER;                                                                 \
+    one.u.name = *op;                                                                         \
+    return SubmitOps(client, &one, 1, completion, kernel_seconds);                            \
+  }
+KD_OPS(KD_C_X_)
+#undef KD_C_X_
 
 int kd_submit(kd_client* client, const kd_op* ops, size_t count, const kd_completion* completion,
               double* kernel_seconds) {
-  if (kernel_seconds != nullptr) *kernel_seconds = 0.0;
-  if (client == nullptr) return Invalid("client is NULL");
-  if (ops == nullptr && count > 0) return Invalid(absl::StrCat("ops is NULL with count=", count));
-  std::vector<v1::Op> batch(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (absl::Status s = ToProto(ops[i], &batch[i]); !s.ok()) {
-      const char* kind = ops[i].kind == KD_OP_QUANTIZE ? "quantize."
-                         : ops[i].kind == KD_OP_GEMM   ? "gemm."
-                         : ops[i].kind == KD_OP_PAD    ? "pad."
-                         : ops[i].kind == KD_OP_UNPAD  ? "unpad."
-                                                       : "";
-      return Fail(absl::Status(s.code(), absl::StrCat("ops[", i, "].", kind, s.message())));
-    }
-  }
-  v1::Completion c;
-  if (absl::Status s = ToProto(completion, &c); !s.ok()) return Fail(s);
-  return Finish(client->client->Submit(batch, c), kernel_seconds);
+  return SubmitOps(client, ops, count, completion, kernel_seconds);
 }
 
 }  // extern "C"

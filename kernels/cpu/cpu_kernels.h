@@ -22,10 +22,6 @@ absl::Status RunCpu(const UnpadArgs& args, ThreadPool& pool);
 // the defaults are its untuned behaviour. The result does not depend on them.
 absl::Status GemmCpu(const GemmArgs& args, ThreadPool& pool, const CpuGemmConfig& config = {});
 
-// UNIMPLEMENTED for an option mix the CPU kernels do not know (unreachable for a validated op).
-absl::Status CpuSupportsQuantize(const QuantizeArgs& args);
-absl::Status CpuSupportsGemm(const GemmArgs& args);
-
 // Reads a group-ends tensor (i32 or i64, host memory) into int64 values.
 std::vector<int64_t> ReadGroupEnds(const Tensor& ends);
 

@@ -594,29 +594,12 @@ absl::Status QuantizeAs(const QuantizeArgs& a, ThreadPool& pool) {
     case QuantGranularity::kInvalid:
       break;
   }
-  return CpuSupportsQuantize(a);
+  // Unreachable: Validate admits only the granularities above.
+  return absl::InternalError(absl::StrCat("quantize: granularity=", static_cast<int>(a.granularity),
+                                          " was not validated"));
 }
 
 }  // namespace
-
-absl::Status CpuSupportsQuantize(const QuantizeArgs& a) {
-  switch (a.granularity) {
-    case QuantGranularity::k1x128:
-    case QuantGranularity::k128x1:
-    case QuantGranularity::k128x128:
-    case QuantGranularity::kPerRow:
-    case QuantGranularity::kPerTensor:
-    case QuantGranularity::kMx1x32:
-    case QuantGranularity::kJaggedRowwise:
-    case QuantGranularity::kJaggedColwise:
-      return absl::OkStatus();
-    case QuantGranularity::kInvalid:
-      break;
-  }
-  return absl::UnimplementedError(
-      absl::StrCat("quantize granularity=", static_cast<int>(a.granularity),
-                   " is not implemented on the cpu backend"));
-}
 
 absl::Status RunCpu(const QuantizeArgs& a, ThreadPool& pool) {
   switch (a.output.dtype) {

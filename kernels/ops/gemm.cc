@@ -56,24 +56,6 @@ absl::Status CheckKBlockMajorScales(const Tensor& t, absl::string_view field) {
 
 }  // namespace
 
-absl::string_view GemmVariantName(GemmVariant v) {
-  switch (v) {
-    case GemmVariant::kNT:
-      return "nt";
-    case GemmVariant::kNN:
-      return "nn";
-    case GemmVariant::kTN:
-      return "tn";
-    case GemmVariant::kMGroupedNT:
-      return "m_grouped_nt";
-    case GemmVariant::kKGroupedTN:
-      return "k_grouped_tn";
-    case GemmVariant::kInvalid:
-      break;
-  }
-  return "invalid";
-}
-
 std::string OpTraits<GemmArgs>::VariantLabel(const GemmArgs& g) {
   return std::string(GemmVariantName(g.variant));
 }
@@ -83,16 +65,8 @@ uint32_t OpTraits<GemmArgs>::VariantKey(const GemmArgs& g) {
 }
 
 absl::Status OpTraits<GemmArgs>::Validate(const GemmArgs& a) {
-  switch (a.variant) {
-    case GemmVariant::kNT:
-    case GemmVariant::kNN:
-    case GemmVariant::kTN:
-    case GemmVariant::kMGroupedNT:
-    case GemmVariant::kKGroupedTN:
-      break;
-    default:
-      return Invalid("variant=", static_cast<int>(a.variant),
-                     " is unspecified or not a known value");
+  if (!IsKnown(a.variant)) {
+    return Invalid("variant=", static_cast<int>(a.variant), " is unspecified or not a known value");
   }
   const GemmVariant v = a.variant;
   const int b_rank = v == GemmVariant::kMGroupedNT ? 3 : 2;

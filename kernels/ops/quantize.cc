@@ -22,23 +22,6 @@ bool IsJagged(QuantGranularity g) {
   return g == QuantGranularity::kJaggedRowwise || g == QuantGranularity::kJaggedColwise;
 }
 
-bool IsKnownGranularity(QuantGranularity g) {
-  switch (g) {
-    case QuantGranularity::k1x128:
-    case QuantGranularity::k128x1:
-    case QuantGranularity::k128x128:
-    case QuantGranularity::kPerRow:
-    case QuantGranularity::kPerTensor:
-    case QuantGranularity::kMx1x32:
-    case QuantGranularity::kJaggedRowwise:
-    case QuantGranularity::kJaggedColwise:
-      return true;
-    case QuantGranularity::kInvalid:
-      break;
-  }
-  return false;
-}
-
 absl::Status CheckMultiple(int64_t value, absl::string_view field, int64_t block,
                            absl::string_view dim) {
   if (value % block == 0) return absl::OkStatus();
@@ -56,30 +39,6 @@ absl::Status Check1x128Scales(const Tensor& scales, absl::string_view field, int
 }
 
 }  // namespace
-
-absl::string_view GranularityName(QuantGranularity g) {
-  switch (g) {
-    case QuantGranularity::k1x128:
-      return "1x128";
-    case QuantGranularity::k128x1:
-      return "128x1";
-    case QuantGranularity::k128x128:
-      return "128x128";
-    case QuantGranularity::kPerRow:
-      return "per_row";
-    case QuantGranularity::kPerTensor:
-      return "per_tensor";
-    case QuantGranularity::kMx1x32:
-      return "mx1x32";
-    case QuantGranularity::kJaggedRowwise:
-      return "jagged_rowwise";
-    case QuantGranularity::kJaggedColwise:
-      return "jagged_colwise";
-    case QuantGranularity::kInvalid:
-      break;
-  }
-  return "invalid";
-}
 
 std::string OpTraits<QuantizeArgs>::VariantLabel(const QuantizeArgs& q) {
   std::string label(GranularityName(q.granularity));
@@ -100,13 +59,13 @@ absl::Status OpTraits<QuantizeArgs>::Validate(const QuantizeArgs& a) {
   KD_RETURN_IF_ERROR(CheckTensor(a.input, "input", 2, {DType::kF32, DType::kBF16, DType::kF16}));
   KD_RETURN_IF_ERROR(
       CheckTensor(a.output, "output", 2, {DType::kE4M3FN, DType::kE4M3FNUZ, DType::kE5M2}));
-  if (!IsKnownGranularity(g)) {
+  if (!IsKnown(g)) {
     return Invalid("granularity=", static_cast<int>(g), " is unspecified or not a known value");
   }
-  if (a.scale_format != ScaleFormat::kFp32 && a.scale_format != ScaleFormat::kPow2) {
+  if (!IsKnown(a.scale_format)) {
     return Invalid("scale_format=", static_cast<int>(a.scale_format), " is not a known value");
   }
-  if (a.scale_layout != ScaleLayout::kRowMajor && a.scale_layout != ScaleLayout::kKBlockMajor) {
+  if (!IsKnown(a.scale_layout)) {
     return Invalid("scale_layout=", static_cast<int>(a.scale_layout), " is not a known value");
   }
   if (a.mx_rounding != MxRounding::kFloor && a.mx_rounding != MxRounding::kRceil) {

@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kerneld/op_table.h"
+
 #if defined(_WIN32)
 #define KD_API __declspec(dllexport)
 #else
@@ -44,7 +46,7 @@
 extern "C" {
 #endif
 
-#define KD_API_VERSION_MAJOR 1
+#define KD_API_VERSION_MAJOR 2
 #define KD_API_VERSION_MINOR 0
 #define KD_API_VERSION ((KD_API_VERSION_MAJOR << 16) | KD_API_VERSION_MINOR)
 
@@ -95,78 +97,77 @@ KD_API const char* kd_status_code_name(int code);
 KD_API uint32_t kd_sizeof(const char* type_name);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Wire enums (the values of kerneld.proto's enums). */
+/* Wire enums: the values of kerneld.proto's enums, from the table in kerneld/op_table.h (one
+ * enumerator per entry: KD_DTYPE_BF16, KD_QUANT_1X128, KD_GEMM_TN...). 0 is unspecified. */
+#define KD_C_ENUM_VALUE_(prefix, suffix, cpp, value, ...) prefix##suffix = value,
+
 typedef enum kd_dtype {
   KD_DTYPE_UNSPECIFIED = 0,
-  KD_DTYPE_F32 = 1,
-  KD_DTYPE_BF16 = 2,
-  KD_DTYPE_F16 = 3,
-  KD_DTYPE_E4M3FN = 4,
-  KD_DTYPE_E4M3FNUZ = 5,
-  KD_DTYPE_E5M2 = 6,
-  KD_DTYPE_E8M0 = 7,
-  KD_DTYPE_I32 = 8,
-  KD_DTYPE_I64 = 9,
-  KD_DTYPE_U8 = 10
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_DTYPE_, __VA_ARGS__)
+  KD_ENUM_VALUES_DType(KD_C_X_)
+#undef KD_C_X_
 } kd_dtype;
 
 typedef enum kd_quant_granularity {
   KD_QUANT_UNSPECIFIED = 0,
-  KD_QUANT_1X128 = 1,
-  KD_QUANT_128X1 = 2,
-  KD_QUANT_128X128 = 3,
-  KD_QUANT_PER_ROW = 4,
-  KD_QUANT_PER_TENSOR = 5,
-  KD_QUANT_MX_1X32 = 6,
-  KD_QUANT_JAGGED_ROWWISE = 7,
-  KD_QUANT_JAGGED_COLWISE = 8
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_QUANT_, __VA_ARGS__)
+  KD_ENUM_VALUES_QuantGranularity(KD_C_X_)
+#undef KD_C_X_
 } kd_quant_granularity;
 
 typedef enum kd_scale_format {
   KD_SCALE_FORMAT_UNSPECIFIED = 0, /* = FP32 */
-  KD_SCALE_FP32 = 1,
-  KD_SCALE_POW2 = 2
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_SCALE_, __VA_ARGS__)
+  KD_ENUM_VALUES_ScaleFormat(KD_C_X_)
+#undef KD_C_X_
 } kd_scale_format;
 
 typedef enum kd_scale_layout {
   KD_SCALE_LAYOUT_UNSPECIFIED = 0, /* = row-major */
-  KD_SCALE_LAYOUT_ROW_MAJOR = 1,
-  KD_SCALE_LAYOUT_K_BLOCK_MAJOR = 2
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_SCALE_LAYOUT_, __VA_ARGS__)
+  KD_ENUM_VALUES_ScaleLayout(KD_C_X_)
+#undef KD_C_X_
 } kd_scale_layout;
 
 typedef enum kd_mx_rounding {
   KD_MX_ROUNDING_UNSPECIFIED = 0, /* = floor */
-  KD_MX_ROUNDING_FLOOR = 1,
-  KD_MX_ROUNDING_RCEIL = 2
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_MX_ROUNDING_, __VA_ARGS__)
+  KD_ENUM_VALUES_MxRounding(KD_C_X_)
+#undef KD_C_X_
 } kd_mx_rounding;
 
 typedef enum kd_gemm_variant {
   KD_GEMM_UNSPECIFIED = 0,
-  KD_GEMM_NT = 1,
-  KD_GEMM_NN = 2,
-  KD_GEMM_TN = 3,
-  KD_GEMM_M_GROUPED_NT = 4,
-  KD_GEMM_K_GROUPED_TN = 5
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_GEMM_, __VA_ARGS__)
+  KD_ENUM_VALUES_GemmVariant(KD_C_X_)
+#undef KD_C_X_
 } kd_gemm_variant;
 
-typedef enum kd_ipc_kind { KD_IPC_UNSPECIFIED = 0, KD_IPC_CUDA = 1, KD_IPC_HIP = 2 } kd_ipc_kind;
+typedef enum kd_ipc_kind {
+  KD_IPC_UNSPECIFIED = 0,
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_IPC_, __VA_ARGS__)
+  KD_ENUM_VALUES_IpcKind(KD_C_X_)
+#undef KD_C_X_
+} kd_ipc_kind;
 
 typedef enum kd_completion_mode {
   KD_COMPLETION_UNSPECIFIED = 0, /* = SYNC */
-  KD_COMPLETION_SYNC = 1,
-  KD_COMPLETION_ASYNC = 2
+#define KD_C_X_(...) KD_C_ENUM_VALUE_(KD_COMPLETION_, __VA_ARGS__)
+  KD_ENUM_VALUES_CompletionMode(KD_C_X_)
+#undef KD_C_X_
 } kd_completion_mode;
+#undef KD_C_ENUM_VALUE_
 
+/* KD_OP_QUANTIZE, KD_OP_GEMM...: which member of kd_op.u holds an op. */
 typedef enum kd_op_kind {
   KD_OP_NONE = 0,
-  KD_OP_QUANTIZE = 1,
-  KD_OP_GEMM = 2,
-  KD_OP_PAD = 3,
-  KD_OP_UNPAD = 4
+#define KD_C_X_(name, Name, UPPER, number) KD_OP_##UPPER = number,
+  KD_OPS(KD_C_X_)
+#undef KD_C_X_
 } kd_op_kind;
 
 /* ------------------------------------------------------------------------------------------ */
-/* Tensors and ops (kerneld.proto's TensorRef, QuantizeOp, GemmOp, PadOp, UnpadOp, Op). */
+/* Tensors and ops (kerneld.proto's TensorRef, its op messages, Op). */
 
 /* A view of a tensor inside a registered buffer. `rank` 0 marks an absent (optional) tensor;
  * otherwise 1..KD_MAX_RANK and shape[0..rank) are used. Strides are in elements, one per
@@ -180,60 +181,83 @@ typedef struct kd_tensor {
   int64_t strides[KD_MAX_RANK];
 } kd_tensor;
 
-typedef struct kd_quantize_op {
-  kd_tensor input;
-  kd_tensor output;
-  kd_tensor scales;
-  int32_t granularity;      /* kd_quant_granularity */
-  int32_t transpose_output; /* 0 or 1 */
-  int32_t scale_format;     /* kd_scale_format */
-  int32_t scale_layout;     /* kd_scale_layout */
-  float eps;                /* 0: the default 1e-12 */
-  int32_t mx_rounding;      /* kd_mx_rounding */
-  kd_tensor output_t;       /* fused dual pass (QUANT_1X128, QUANT_128X128): Xᵀ, or absent */
-  kd_tensor scales_t;
-  kd_tensor group_ends; /* QUANT_JAGGED_*: (G) i32/i64 */
-} kd_quantize_op;
-
-typedef struct kd_gemm_op {
-  int32_t variant;    /* kd_gemm_variant */
-  int32_t accumulate; /* 0 or 1: d += result (f32 d only) */
-  kd_tensor a;
-  kd_tensor a_scales;
-  kd_tensor b;
-  kd_tensor b_scales;
-  kd_tensor d;
-  kd_tensor group_ends; /* grouped variants only */
-} kd_gemm_op;
-
-typedef struct kd_pad_op {
-  kd_tensor input;             /* (T,H) */
-  kd_tensor group_ends;        /* (G) i32/i64 */
-  kd_tensor output;            /* (Tp,H) */
-  kd_tensor padded_group_ends; /* (G) i32 */
-  int32_t alignment;
-  int32_t reserved;
-} kd_pad_op;
-
-typedef struct kd_unpad_op {
-  kd_tensor input;      /* (Tp,H) */
-  kd_tensor group_ends; /* (G) original group ends */
-  kd_tensor output;     /* (T,H) */
-  int32_t alignment;
-  int32_t reserved;
-} kd_unpad_op;
+/* One struct per op of KD_OPS, kd_<name>_op, its fields those of the op's kerneld.proto message
+ * in the same order (KD_OP_FIELDS_<name>): a tensor is a kd_tensor (rank 0: absent), an enum an
+ * int32_t of its kd_ enum, a flag an int32_t 0 or 1, an int an int32_t and a float a float;
+ * kerneld.proto documents every field:
+ *   kd_quantize_op { input, output, scales, granularity, transpose_output, scale_format,
+ *                    scale_layout, eps, mx_rounding, output_t, scales_t, group_ends }
+ *   kd_gemm_op     { variant, a, a_scales, b, b_scales, d, accumulate, group_ends }
+ *   kd_pad_op      { input, group_ends, output, padded_group_ends, alignment }
+ *   kd_unpad_op    { input, group_ends, output, alignment } */
+#define KD_C_TENSOR_(field, dir, req) kd_tensor field;
+#define KD_C_ENUM_(field, Enum) int32_t field;
+#define KD_C_FLAG_(field) int32_t field;
+#define KD_C_INT_(field) int32_t field;
+#define KD_C_FLOAT_(field) float field;
+#define KD_C_X_(name, Name, UPPER, number)                                            \
+  typedef struct kd_##name##_op {                                                     \
+    KD_OP_FIELDS_##name(KD_C_TENSOR_, KD_C_ENUM_, KD_C_FLAG_, KD_C_INT_, KD_C_FLOAT_) \
+  } kd_##name##_op;
+KD_OPS(KD_C_X_)
+#undef KD_C_X_
+#undef KD_C_TENSOR_
+#undef KD_C_ENUM_
+#undef KD_C_FLAG_
+#undef KD_C_INT_
+#undef KD_C_FLOAT_
 
 /* One op of a batch: `kind` says which member of `u` holds it. */
 typedef struct kd_op {
   int32_t kind; /* kd_op_kind */
   int32_t reserved;
   union {
-    kd_quantize_op quantize;
-    kd_gemm_op gemm;
-    kd_pad_op pad;
-    kd_unpad_op unpad;
+#define KD_C_X_(name, Name, UPPER, number) kd_##name##_op name;
+    KD_OPS(KD_C_X_)
+#undef KD_C_X_
   } u;
 } kd_op;
+
+/* The table as data, for bindings that build their declarations from it (the Python package).
+ * kd_enum_value_at(i) is the i-th value of every enum of KD_ENUMS, enum by enum, and NULL past
+ * the last; kd_op_info_at(i) the i-th op of KD_OPS with its fields, NULL past the last. The
+ * strings and arrays are static. Thread-safety: any. */
+typedef struct kd_enum_value_info {
+  const char* enum_name; /* "QuantGranularity" */
+  const char* name;      /* "1X128": the C enumerator without its prefix */
+  const char* label;     /* "1x128" */
+  int32_t value;
+  uint32_t bytes; /* DType: the element size; 0 otherwise */
+} kd_enum_value_info;
+
+typedef enum kd_field_kind {
+  KD_FIELD_TENSOR = 1,
+  KD_FIELD_ENUM = 2,
+  KD_FIELD_FLAG = 3,
+  KD_FIELD_INT = 4,
+  KD_FIELD_FLOAT = 5
+} kd_field_kind;
+
+typedef struct kd_field_info {
+  const char* name;
+  int32_t kind;          /* kd_field_kind */
+  int32_t output;        /* tensors: 1 when the op writes it */
+  int32_t required;      /* tensors: 1 unless the op may leave it absent */
+  uint32_t offset;       /* in the op's struct */
+  const char* enum_name; /* KD_FIELD_ENUM: the enum's name in KD_ENUMS, else "" */
+} kd_field_info;
+
+typedef struct kd_op_info {
+  const char* name; /* "quantize" */
+  const char* type; /* "Quantize" */
+  int32_t kind;     /* kd_op_kind */
+  uint32_t size;    /* sizeof(kd_<name>_op) */
+  uint32_t field_count;
+  const kd_field_info* fields;
+} kd_op_info;
+
+KD_API const kd_enum_value_info* kd_enum_value_at(uint32_t index);
+KD_API const kd_op_info* kd_op_info_at(uint32_t index);
 
 /* How the caller learns that ops finished (kerneld.proto's Completion). A NULL kd_completion*
  * means SYNC with no events. An event is present when its size is non-zero (then
@@ -409,14 +433,13 @@ KD_API int kd_release_shm(kd_client* client, kd_shm* shm);
  * trip. KD_INVALID_ARGUMENT naming the field, before anything is sent, for a NULL op, an
  * unknown op kind or a rank outside 0..KD_MAX_RANK; the daemon's status otherwise.
  * Thread-safety: any, between open and close; calls from several threads run concurrently. */
-KD_API int kd_quantize(kd_client* client, const kd_quantize_op* op, const kd_completion* completion,
-                       double* kernel_seconds);
-KD_API int kd_gemm(kd_client* client, const kd_gemm_op* op, const kd_completion* completion,
-                   double* kernel_seconds);
-KD_API int kd_pad(kd_client* client, const kd_pad_op* op, const kd_completion* completion,
-                  double* kernel_seconds);
-KD_API int kd_unpad(kd_client* client, const kd_unpad_op* op, const kd_completion* completion,
-                    double* kernel_seconds);
+/* One per op of KD_OPS: kd_quantize, kd_gemm, kd_pad, kd_unpad; each runs its op as a batch
+ * of one, so its errors are named as in kd_submit ("ops[0].quantize.input..."). */
+#define KD_C_X_(name, Name, UPPER, number)                          \
+  KD_API int kd_##name(kd_client* client, const kd_##name##_op* op, \
+                       const kd_completion* completion, double* kernel_seconds);
+KD_OPS(KD_C_X_)
+#undef KD_C_X_
 KD_API int kd_submit(kd_client* client, const kd_op* ops, size_t count,
                      const kd_completion* completion, double* kernel_seconds);
 

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kerneld/client/shm_buffer.h"
+#include "kerneld/op_table.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "kerneld/v1/kerneld.pb.h"
 
@@ -219,6 +220,11 @@ class Client {
 
   Client(std::string target, const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
   absl::Status RequireSession() const;
+  // The unary op RPCs (Quantize, Gemm, Pad, Unpad): `op` in the request that `ring_case` makes,
+  // through the ring when it takes it, else by `rpc`.
+  template <typename Request, typename OpMessage, typename Rpc>
+  absl::StatusOr<OpResult> CallUnaryOp(const OpMessage& op, const v1::Completion& completion,
+                                       Request* (v1::RingRequest::*ring_case)(), Rpc rpc);
   // The call through the ring; nullopt when there is no ring, no free slot or no room.
   std::optional<absl::StatusOr<OpResult>> TryRing(const v1::RingRequest& request);
   // One call on the daemon's fd socket, with `fd` attached (none when negative).
@@ -245,11 +251,10 @@ v1::PadOp MakePadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
                     int32_t alignment);
 v1::UnpadOp MakeUnpadOp(const v1::TensorRef& input, const v1::TensorRef& group_ends,
                         const v1::TensorRef& output, int32_t alignment);
-// An Op of the batch oneof holding a copy of `op`.
-v1::Op AsOp(const v1::QuantizeOp& op);
-v1::Op AsOp(const v1::GemmOp& op);
-v1::Op AsOp(const v1::PadOp& op);
-v1::Op AsOp(const v1::UnpadOp& op);
+// An Op of the batch oneof holding a copy of `op`: one overload per op of kerneld/op_table.h.
+#define KD_CLIENT_AS_OP_(name, Name, UPPER, number) v1::Op AsOp(const v1::Name##Op& op);
+KD_OPS(KD_CLIENT_AS_OP_)
+#undef KD_CLIENT_AS_OP_
 
 }  // namespace client
 }  // namespace kd

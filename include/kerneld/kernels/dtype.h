@@ -6,31 +6,24 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "kerneld/op_table.h"
 
 namespace kd {
 
-// Values match kerneld.v1.DType on the wire.
+// The element types of kerneld/op_table.h (KD_ENUM_VALUES_DType), with its values.
 enum class DType : uint8_t {
   kInvalid = 0,
-  kF32 = 1,
-  kBF16 = 2,
-  kF16 = 3,
-  kE4M3FN = 4,
-  kE4M3FNUZ = 5,
-  kE5M2 = 6,
-  kE8M0 = 7,
-  kI32 = 8,
-  kI64 = 9,
-  kU8 = 10,
+#define KD_DTYPE_ENUMERATOR_(suffix, cpp, value, ...) cpp = value,
+  KD_ENUM_VALUES_DType(KD_DTYPE_ENUMERATOR_)
+#undef KD_DTYPE_ENUMERATOR_
 };
 
 // Bytes per element; 0 for kInvalid.
 size_t DTypeSize(DType dtype);
-// Lower-case name as used in metric labels and messages ("bf16", "e4m3fn").
+// Its label in the table, as used in metric labels and messages ("bf16", "e4m3fn"); "invalid"
+// for kInvalid.
 absl::string_view DTypeName(DType dtype);
 bool IsFp8(DType dtype);
-// True for the floating types a quantizer accepts as input (f32, bf16, f16).
-bool IsHighPrecisionFloat(DType dtype);
 // Largest finite value of an FP8 format (448, 240, 57344); 0 for other types.
 float Fp8Max(DType dtype);
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "kerneld/kernels/gemm_config.h"
 #include "kerneld/kernels/tensor.h"
+#include "kerneld/op_table.h"
 
 namespace kd {
 
@@ -39,9 +41,10 @@ struct OpTensorField {
 
 // Specialised once per op, below its struct:
 //   kName           the op's name ("quantize"), its metric label and its error prefix
-//   kTensors[]      its tensors in the order errors and OpTensors list them
-//   kDTypeFrom/To   indices in kTensors of the tensors whose dtypes make the dtype label
-//                   ("bf16>e4m3fn"); kDTypeTo = -1 for one dtype ("bf16")
+//   kTensors[]      its tensors, from its row of kerneld/op_table.h (KD_OPS_TENSORS), in the
+//                   order errors and OpTensors list them
+//   kDTypeFrom/To   the tensors whose dtypes make the dtype label ("bf16>e4m3fn"); kDTypeTo
+//                   nullptr for one dtype ("bf16")
 //   Validate        the op's rules (INVALID_ARGUMENT naming the field and the rule)
 //   VariantLabel    the bounded metric label of its form ("1x128_dual", "nt", "a16")
 //   VariantKey      a number equal for two ops exactly when their VariantLabels are
@@ -52,23 +55,45 @@ constexpr int64_t kQuantBlock = 128;
 constexpr int64_t kMxBlock = 32;
 constexpr float kDefaultQuantEps = 1e-12f;
 
-// Values match kerneld.v1.QuantGranularity.
+// The enums of kerneld/op_table.h, with its values (0, kInvalid where it is named, is
+// unspecified on the wire).
+#define KD_OPS_ENUMERATOR_(suffix, cpp, value, ...) cpp = value,
 enum class QuantGranularity : uint8_t {
   kInvalid = 0,
-  k1x128 = 1,
-  k128x1 = 2,
-  k128x128 = 3,
-  kPerRow = 4,
-  kPerTensor = 5,
-  kMx1x32 = 6,
-  kJaggedRowwise = 7,
-  kJaggedColwise = 8,
+  KD_ENUM_VALUES_QuantGranularity(KD_OPS_ENUMERATOR_)
 };
-enum class ScaleFormat : uint8_t { kFp32 = 1, kPow2 = 2 };
-enum class ScaleLayout : uint8_t { kRowMajor = 1, kKBlockMajor = 2 };
-enum class MxRounding : uint8_t { kFloor = 1, kRceil = 2 };
+enum class ScaleFormat : uint8_t { KD_ENUM_VALUES_ScaleFormat(KD_OPS_ENUMERATOR_) };
+enum class ScaleLayout : uint8_t { KD_ENUM_VALUES_ScaleLayout(KD_OPS_ENUMERATOR_) };
+enum class MxRounding : uint8_t { KD_ENUM_VALUES_MxRounding(KD_OPS_ENUMERATOR_) };
+enum class GemmVariant : uint8_t { kInvalid = 0, KD_ENUM_VALUES_GemmVariant(KD_OPS_ENUMERATOR_) };
+#undef KD_OPS_ENUMERATOR_
 
-absl::string_view GranularityName(QuantGranularity g);
+// Each enum value's label in the table ("1x128", "k_block_major", "nt"); "invalid" for a value
+// the table does not list.
+absl::string_view EnumLabel(QuantGranularity v);
+absl::string_view EnumLabel(ScaleFormat v);
+absl::string_view EnumLabel(ScaleLayout v);
+absl::string_view EnumLabel(MxRounding v);
+absl::string_view EnumLabel(GemmVariant v);
+// Whether `v` is a value the table lists (kInvalid and unknown numbers are not).
+bool IsKnown(QuantGranularity v);
+bool IsKnown(ScaleFormat v);
+bool IsKnown(ScaleLayout v);
+bool IsKnown(MxRounding v);
+bool IsKnown(GemmVariant v);
+
+inline absl::string_view GranularityName(QuantGranularity g) { return EnumLabel(g); }
+inline absl::string_view GemmVariantName(GemmVariant v) { return EnumLabel(v); }
+
+// An op's tensors as its OpTraits lists them, from the op's row of kerneld/op_table.h
+// (KD_OP_FIELDS_<name>), in the table's order. `Args` names the op's struct.
+#define KD_OPS_TENSOR_FIELD_(field, dir, req) {#field, &Args::field, KD_OPS_IS_OUT_##dir},
+#define KD_OPS_IS_OUT_IN false
+#define KD_OPS_IS_OUT_OUT true
+#define KD_OPS_NOT_A_TENSOR_(...)
+#define KD_OPS_TENSORS(name)                                                            \
+  KD_OP_FIELDS_##name(KD_OPS_TENSOR_FIELD_, KD_OPS_NOT_A_TENSOR_, KD_OPS_NOT_A_TENSOR_, \
+                      KD_OPS_NOT_A_TENSOR_, KD_OPS_NOT_A_TENSOR_)
 
 struct QuantizeArgs {
   Tensor input;
@@ -87,27 +112,15 @@ struct QuantizeArgs {
 
 template <>
 struct OpTraits<QuantizeArgs> {
+  using Args = QuantizeArgs;
   static constexpr absl::string_view kName = "quantize";
-  static constexpr OpTensorField<QuantizeArgs> kTensors[] = {
-      {"input", &QuantizeArgs::input, false},      {"group_ends", &QuantizeArgs::group_ends, false},
-      {"output", &QuantizeArgs::output, true},     {"scales", &QuantizeArgs::scales, true},
-      {"output_t", &QuantizeArgs::output_t, true}, {"scales_t", &QuantizeArgs::scales_t, true}};
-  static constexpr int kDTypeFrom = 0, kDTypeTo = 2;
+  static constexpr OpTensorField<Args> kTensors[] = {KD_OPS_TENSORS(quantize)};
+  static constexpr Tensor Args::*kDTypeFrom = &Args::input;
+  static constexpr Tensor Args::*kDTypeTo = &Args::output;
   static absl::Status Validate(const QuantizeArgs& args);
   static std::string VariantLabel(const QuantizeArgs& args);
   static uint32_t VariantKey(const QuantizeArgs& args);
 };
-
-// Values match kerneld.v1.GemmVariant.
-enum class GemmVariant : uint8_t {
-  kInvalid = 0,
-  kNT = 1,
-  kNN = 2,
-  kTN = 3,
-  kMGroupedNT = 4,
-  kKGroupedTN = 5,
-};
-absl::string_view GemmVariantName(GemmVariant v);
 
 struct GemmArgs {
   GemmVariant variant = GemmVariant::kInvalid;
@@ -122,15 +135,11 @@ struct GemmArgs {
 
 template <>
 struct OpTraits<GemmArgs> {
+  using Args = GemmArgs;
   static constexpr absl::string_view kName = "gemm";
-  static constexpr OpTensorField<GemmArgs> kTensors[] = {
-      {"a", &GemmArgs::a, false},
-      {"a_scales", &GemmArgs::a_scales, false},
-      {"b", &GemmArgs::b, false},
-      {"b_scales", &GemmArgs::b_scales, false},
-      {"group_ends", &GemmArgs::group_ends, false},
-      {"d", &GemmArgs::d, true}};
-  static constexpr int kDTypeFrom = 0, kDTypeTo = 5;
+  static constexpr OpTensorField<Args> kTensors[] = {KD_OPS_TENSORS(gemm)};
+  static constexpr Tensor Args::*kDTypeFrom = &Args::a;
+  static constexpr Tensor Args::*kDTypeTo = &Args::d;
   static absl::Status Validate(const GemmArgs& args);
   static std::string VariantLabel(const GemmArgs& args);
   static uint32_t VariantKey(const GemmArgs& args);
@@ -146,13 +155,11 @@ struct PadArgs {
 
 template <>
 struct OpTraits<PadArgs> {
+  using Args = PadArgs;
   static constexpr absl::string_view kName = "pad";
-  static constexpr OpTensorField<PadArgs> kTensors[] = {
-      {"input", &PadArgs::input, false},
-      {"group_ends", &PadArgs::group_ends, false},
-      {"output", &PadArgs::output, true},
-      {"padded_group_ends", &PadArgs::padded_group_ends, true}};
-  static constexpr int kDTypeFrom = 0, kDTypeTo = -1;
+  static constexpr OpTensorField<Args> kTensors[] = {KD_OPS_TENSORS(pad)};
+  static constexpr Tensor Args::*kDTypeFrom = &Args::input;
+  static constexpr Tensor Args::*kDTypeTo = nullptr;
   static absl::Status Validate(const PadArgs& args);
   static std::string VariantLabel(const PadArgs& args);
   static uint32_t VariantKey(const PadArgs& args);
@@ -167,21 +174,29 @@ struct UnpadArgs {
 
 template <>
 struct OpTraits<UnpadArgs> {
+  using Args = UnpadArgs;
   static constexpr absl::string_view kName = "unpad";
-  static constexpr OpTensorField<UnpadArgs> kTensors[] = {
-      {"input", &UnpadArgs::input, false},
-      {"group_ends", &UnpadArgs::group_ends, false},
-      {"output", &UnpadArgs::output, true}};
-  static constexpr int kDTypeFrom = 0, kDTypeTo = -1;
+  static constexpr OpTensorField<Args> kTensors[] = {KD_OPS_TENSORS(unpad)};
+  static constexpr Tensor Args::*kDTypeFrom = &Args::input;
+  static constexpr Tensor Args::*kDTypeTo = nullptr;
   static absl::Status Validate(const UnpadArgs& args);
   static std::string VariantLabel(const UnpadArgs& args);
   static uint32_t VariantKey(const UnpadArgs& args);
 };
 
-// Every op. Its index is the op's number in metrics keys (OpLabelKey). A new op is added here
-// and nowhere else in this header; the tables outside that list ops static_assert kOpCount.
+// Every op, in the order of KD_OPS (checked below): alternative i is the op numbered i + 1.
+// Its index is the op's number in metrics keys (OpLabelKey).
 using Op = std::variant<QuantizeArgs, GemmArgs, PadArgs, UnpadArgs>;
 inline constexpr size_t kOpCount = std::variant_size_v<Op>;
+#define KD_OPS_ONE_(...) +1
+static_assert(kOpCount == 0 KD_OPS(KD_OPS_ONE_), "kd::Op lists every op of kerneld/op_table.h");
+#undef KD_OPS_ONE_
+#define KD_OPS_CHECK_ORDER_(name, Name, UPPER, number)                                         \
+  static_assert(std::is_same_v<std::variant_alternative_t<number - 1, Op>, Name##Args>,        \
+                "kd::Op's alternative " #number " - 1 is " #Name "Args (kerneld/op_table.h)"); \
+  static_assert(OpTraits<Name##Args>::kName == absl::string_view(#name));
+KD_OPS(KD_OPS_CHECK_ORDER_)
+#undef KD_OPS_CHECK_ORDER_
 
 // OpTraits<Args>::kName of the op held: "quantize", "gemm", "pad", "unpad".
 absl::string_view OpName(const Op& op);

@@ -236,11 +236,11 @@ KD_ENUMS(KD_C_X_)
 #define KD_C_FIELD_(field, kind, output, required, enum_name) \
   {#field, kind, output, required, static_cast<uint32_t>(offsetof(Struct, field)), enum_name},
 #define KD_C_TENSOR_INFO_(field, dir, req) \
-  KD_C_FIELD_(field, KD_FIELD_TENSOR, KD_C_OUTPUT_##dir, KD_C_REQUIRED_##req, "")
-#define KD_C_ENUM_INFO_(field, Enum) KD_C_FIELD_(field, KD_FIELD_ENUM, 0, 0, #Enum)
-#define KD_C_FLAG_INFO_(field) KD_C_FIELD_(field, KD_FIELD_FLAG, 0, 0, "")
-#define KD_C_INT_INFO_(field) KD_C_FIELD_(field, KD_FIELD_INT, 0, 0, "")
-#define KD_C_FLOAT_INFO_(field) KD_C_FIELD_(field, KD_FIELD_FLOAT, 0, 0, "")
+  KD_C_FIELD_(field, "tensor", KD_C_OUTPUT_##dir, KD_C_REQUIRED_##req, "")
+#define KD_C_ENUM_INFO_(field, Enum) KD_C_FIELD_(field, "enum", 0, 0, #Enum)
+#define KD_C_FLAG_INFO_(field) KD_C_FIELD_(field, "flag", 0, 0, "")
+#define KD_C_INT_INFO_(field) KD_C_FIELD_(field, "int", 0, 0, "")
+#define KD_C_FLOAT_INFO_(field) KD_C_FIELD_(field, "float", 0, 0, "")
 #define KD_C_X_(name, Name, UPPER, number)                                                       \
   struct Name##Fields {                                                                          \
     using Struct = kd_##name##_op;                                                               \

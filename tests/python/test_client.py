@@ -2,6 +2,7 @@
 numpy reference, batches and the submit ring, daemon-allocated buffers, and the mapping of the
 daemon's statuses to exceptions."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ def bf16_values(shape, scale=1.0):
 
 
 def test_library_is_found_and_versioned(monkeypatch, tmp_path):
-    assert kerneld.api_version() >> 16 == 1
+    assert kerneld.api_version() >> 16 == 2
     assert os.path.exists(kerneld.library_path())
     monkeypatch.setenv("KERNELD_LIB", "/nonexistent/libkerneld_c.so")
     candidates = kerneld.library_candidates()
@@ -34,6 +35,43 @@ def test_library_is_found_and_versioned(monkeypatch, tmp_path):
     assert any(c.endswith("build/client/c/libkerneld_c.so") for c in candidates)
     monkeypatch.setenv("KERNELD_LIB", str(tmp_path))
     assert kerneld.library_candidates()[0] == str(tmp_path / "libkerneld_c.so")
+
+
+def test_ops_and_enums_are_the_librarys_table():
+    # One class per op of include/kerneld/op_table.h, its fields in the table's order.
+    assert list(kerneld.OPS) == ["quantize", "gemm", "pad", "unpad"]
+    assert [f.name for f in kerneld.Gemm.spec.fields] == [
+        "variant", "a", "a_scales", "b", "b_scales", "d", "accumulate", "group_ends"]
+    assert kerneld.Quantize.spec.kind == 1 and kerneld.Unpad.spec.kind == 4
+    # Enums carry the table's labels and sizes; names, labels and numbers all parse.
+    g = kerneld.QuantGranularity
+    assert g.G1X128.label == "1x128" and g.parse("1x128") is g.G1X128
+    assert g.parse("JAGGED_COLWISE") is g.JAGGED_COLWISE and g.parse(3) is g.G128X128
+    assert kerneld.DType.BF16.itemsize == 2 and kerneld.DType.parse("e4m3fnuz").itemsize == 1
+    assert kerneld.FP8_MAX[kerneld.DType.E4M3FNUZ] == 240.0
+    with pytest.raises(ValueError) as info:
+        kerneld.GemmVariant.parse("tt")
+    assert "nt" in str(info.value)
+    with pytest.raises(TypeError):
+        kerneld.Quantize(input=None)  # output and scales are required
+
+
+def test_no_number_stands_for_an_op_or_an_enum_in_the_package():
+    # Ops and enums are built by name from the library's table: a literal kind, variant,
+    # granularity, layout or mode number in the package would bypass it.
+    root = os.path.dirname(kerneld.__file__)
+    pattern = re.compile(r"\.(kind|variant|granularity|scale_layout|scale_format|mode|"
+                         r"mx_rounding)\s*=\s*\d")
+    offenders = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    for number, line in enumerate(f, 1):
+                        if pattern.search(line):
+                            offenders.append(f"{path}:{number}: {line.strip()}")
+    assert offenders == []
 
 
 def test_connecting_to_no_daemon_raises_unavailable(tmp_path):
@@ -205,8 +243,9 @@ def test_a_batch_is_one_call_through_the_ring(kd):
     ws = kd.empty((2, 2), "f32")
     d = kd.empty((256, 256), "bf16")
     calls, fallbacks = kd.ring_counts()
-    kd.submit([kerneld.Quantize(xs, q, s), kerneld.Quantize(xs, w8, ws, granularity="128x128"),
-               kerneld.Gemm("nt", q, s, w8, ws, d)])
+    kd.submit([kerneld.Quantize(input=xs, output=q, scales=s, granularity="1x128"),
+               kerneld.Quantize(input=xs, output=w8, scales=ws, granularity="128x128"),
+               kerneld.Gemm(variant="nt", a=q, a_scales=s, b=w8, b_scales=ws, d=d)])
     assert kd.ring_counts() == (calls + 1, fallbacks)
     xq = dequantize(*quantize(x, 1, 128), 1, 128)
     wq = dequantize(*quantize(x, 128, 128), 128, 128)
@@ -257,8 +296,10 @@ def test_statuses_become_typed_exceptions_naming_the_field(kd):
     assert info.value.code == 3 and isinstance(info.value, ValueError)
     x = kd.empty((128, 128), "bf16")
     with pytest.raises(kerneld.InvalidArgument) as info:
-        kd.submit([kerneld.Quantize(x, kd.empty((128, 128), "e4m3fn"), kd.empty((128, 1))),
-                   kerneld.Quantize(x, kd.empty((128, 128), "e4m3fn"), kd.empty((128, 3)))])
+        kd.submit([kerneld.Quantize(input=x, output=kd.empty((128, 128), "e4m3fn"),
+                                    scales=kd.empty((128, 1)), granularity="1x128"),
+                   kerneld.Quantize(input=x, output=kd.empty((128, 128), "e4m3fn"),
+                                    scales=kd.empty((128, 3)), granularity="1x128")])
     assert info.value.message.startswith("ops[1].quantize.scales")
     missing = kerneld.TensorRef(987654321, "bf16", [128, 128])
     with pytest.raises(kerneld.NotFound):

@@ -13,13 +13,14 @@ from . import dtypes
 from ._lib import candidate_paths as library_candidates
 from ._lib import load as load_library
 from .client import Client, DaemonBuffer, connect
-from .dtypes import (CompletionMode, DType, FP8_MAX, GemmVariant, Granularity, IpcKind, MxRounding,
-                     ScaleFormat, ScaleLayout, decode, from_bf16, to_bf16)
+from .dtypes import (CompletionMode, DType, FP8_MAX, GemmVariant, IpcKind, MxRounding,
+                     QuantGranularity, ScaleFormat, ScaleLayout, decode, from_bf16, to_bf16)
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                      FailedPrecondition, Internal, InvalidArgument, KerneldError, NotFound,
                      OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
                      Unavailable, Unimplemented, Unknown)
-from .ops import Completion, Gemm, Pad, Quantize, TensorRef, Typed, Unpad, typed
+from .ops import OPS, Completion, TensorRef, Typed, typed
+from .ops import *  # noqa: F401,F403  (one class per op of the table: Quantize, Gemm, ...)
 from .shm import ShmArray
 
 __version__ = "0.1.0"
@@ -33,5 +34,4 @@ def api_version() -> int:
 def library_path() -> str:
     """Where libkerneld_c.so was loaded from."""
     from . import _lib
-    load_library()
-    return _lib.path()
+    return _lib.binding().path

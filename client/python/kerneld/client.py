@@ -8,13 +8,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _lib, errors
+from . import _lib, errors, shapes
 from . import dtypes as dt
-from .dtypes import DType, Granularity, GemmVariant
-from .ops import Completion, Gemm, Pad, Quantize, TensorRef, Typed, Unpad
+from .dtypes import CompletionMode, DType, GemmVariant, QuantGranularity
+from .ops import OPS, Completion, Gemm, Pad, Quantize, TensorRef, Typed, Unpad
 from .shm import HostMemory, ShmArray
-
-_OP_KIND = {Quantize: 1, Gemm: 2, Pad: 3, Unpad: 4}
 
 
 def _is_torch(obj: Any) -> bool:
@@ -53,7 +51,8 @@ class Client:
                  op_timeout: float = 60.0, unlink_after_register: bool = True,
                  shm_mode: int = 0o600, shm_group: int = -1, host_pool_bytes: int = 1 << 30,
                  device_map: Optional[Dict[int, int]] = None):
-        self._lib = _lib.load()
+        self._binding = _lib.binding()
+        self._lib = self._binding.lib
         self._handle = None
         self._pid = os.getpid()
         self._shm_mode, self._shm_group = shm_mode, shm_group
@@ -86,7 +85,6 @@ class Client:
             self._handle = None
             raise
         self.host = HostMemory(self, host_pool_bytes)
-        self._sync = _lib.Completion()  # mode 0: SYNC
 
     # ----- errors ------------------------------------------------------------------------------
 
@@ -253,10 +251,11 @@ class Client:
                     self._cuda = CudaRegistry(self, self._device_map)
         return self._cuda
 
-    def fill_tensor(self, out: _lib.Tensor, obj: Any, default_dtype: Optional[DType] = None,
-                    field: str = "tensor") -> None:
+    def fill_tensor(self, out: _lib.Tensor, obj: Any, field: str = "tensor") -> None:
         """Writes the wire reference of `obj` into the ctypes kd_tensor `out`. None leaves it
-        absent (rank 0)."""
+        absent (rank 0). A tensor's dtype is its own (torch's float8 dtypes included), a
+        ShmArray's its kd_dtype, a plain numpy array's from its numpy dtype (uint16 is bf16,
+        uint8 u8); typed(x, dtype) says otherwise."""
         if obj is None:
             out.rank = 0
             return
@@ -275,8 +274,6 @@ class Client:
             if kd is None:
                 kd = dt.from_torch_dtype(obj.dtype)
             if obj.is_cuda:
-                if kd == DType.U8 and default_dtype is not None:
-                    kd = default_dtype
                 nbytes = _extent(shape, strides, itemsize, field)
                 buffer_id, offset = self.cuda_registry().locate(ptr, nbytes, obj.device.index)
                 _set_ref(out, buffer_id, offset, kd, shape, _strides_or_none(shape, strides),
@@ -299,8 +296,6 @@ class Client:
         else:
             raise TypeError(f"{field}: {type(obj).__name__} is not a numpy array, torch tensor, "
                             "TensorRef or typed(...)")
-        if kd == DType.U8 and default_dtype is not None:
-            kd = default_dtype
         if dt.ITEMSIZE[kd] != itemsize:
             raise errors.InvalidArgument(f"{field}: a {kd.name} tensor needs {dt.ITEMSIZE[kd]}-"
                                          f"byte elements, this one has {itemsize}")
@@ -333,8 +328,7 @@ class Client:
             return ctypes.byref(completion)
         if completion._c is None:
             c = _lib.Completion()
-            mode = completion.mode
-            c.mode = int(dt.CompletionMode[mode.upper()] if isinstance(mode, str) else mode)
+            c.mode = int(CompletionMode.parse(completion.mode))
             for name in ("wait_event", "signal_event"):
                 value = getattr(completion, name)
                 if value:
@@ -345,68 +339,44 @@ class Client:
             completion._c = c
         return ctypes.byref(completion._c)
 
-    def to_c_op(self, op: Any, out: Optional[_lib.Op] = None, prefix: str = "") -> _lib.Op:
-        """The ctypes kd_op of a Quantize/Gemm/Pad/Unpad value."""
-        c = out if out is not None else _lib.Op()
-        fill = self.fill_tensor
-        fp8 = DType.E4M3FN
-        if isinstance(op, Quantize):
-            c.kind = 1
-            q = c.u.quantize
-            g = dt.granularity(op.granularity)
-            scales_default = DType.E8M0 if g == Granularity.MX_1X32 else None
-            fill(q.input, op.input, None, prefix + "input")
-            fill(q.output, op.output, fp8, prefix + "output")
-            fill(q.scales, op.scales, scales_default, prefix + "scales")
-            q.granularity = int(g)
-            q.transpose_output = 1 if op.transpose_output else 0
-            q.scale_format = int(dt._enum(dt.ScaleFormat, op.scale_format))
-            q.scale_layout = int(dt._enum(dt.ScaleLayout, op.scale_layout))
-            q.eps = float(op.eps)
-            q.mx_rounding = int(dt._enum(dt.MxRounding, op.mx_rounding))
-            fill(q.output_t, op.output_t, fp8, prefix + "output_t")
-            fill(q.scales_t, op.scales_t, None, prefix + "scales_t")
-            fill(q.group_ends, op.group_ends, None, prefix + "group_ends")
-        elif isinstance(op, Gemm):
-            c.kind = 2
-            g = c.u.gemm
-            g.variant = int(dt.gemm_variant(op.variant))
-            g.accumulate = 1 if op.accumulate else 0
-            fill(g.a, op.a, fp8, prefix + "a")
-            fill(g.a_scales, op.a_scales, None, prefix + "a_scales")
-            fill(g.b, op.b, fp8, prefix + "b")
-            fill(g.b_scales, op.b_scales, None, prefix + "b_scales")
-            fill(g.d, op.d, None, prefix + "d")
-            fill(g.group_ends, op.group_ends, None, prefix + "group_ends")
-        elif isinstance(op, Pad):
-            c.kind = 3
-            p = c.u.pad
-            fill(p.input, op.input, None, prefix + "input")
-            fill(p.group_ends, op.group_ends, None, prefix + "group_ends")
-            fill(p.output, op.output, None, prefix + "output")
-            fill(p.padded_group_ends, op.padded_group_ends, None, prefix + "padded_group_ends")
-            p.alignment = int(op.alignment)
-        elif isinstance(op, Unpad):
-            c.kind = 4
-            u = c.u.unpad
-            fill(u.input, op.input, None, prefix + "input")
-            fill(u.group_ends, op.group_ends, None, prefix + "group_ends")
-            fill(u.output, op.output, None, prefix + "output")
-            u.alignment = int(op.alignment)
-        else:
-            raise TypeError(f"{type(op).__name__} is not an op (Quantize, Gemm, Pad, Unpad)")
+    def to_c_op(self, op: Any, out: Optional[Any] = None, prefix: str = ""):
+        """The ctypes kd_op of an op value (an instance of a kerneld.OPS class), field by field
+        as the op table declares them."""
+        spec = getattr(type(op), "spec", None)
+        if spec is None or OPS.get(spec.name) is not type(op):
+            names = ", ".join(cls.__name__ for cls in OPS.values())
+            raise TypeError(f"{type(op).__name__} is not an op ({names})")
+        c = out if out is not None else self._binding.Op()
+        c.kind = spec.kind
+        s = getattr(c.u, spec.name)
+        where = f"{prefix}{spec.name}."
+        for f in spec.fields:
+            value = getattr(op, f.name)
+            if f.kind == "tensor":
+                self.fill_tensor(getattr(s, f.name), value, where + f.name)
+            elif f.kind == "enum":
+                try:
+                    setattr(s, f.name, int(self._binding.enums[f.enum].parse(value)))
+                except ValueError as e:
+                    raise errors.InvalidArgument(f"{where}{f.name}: {e}") from None
+            elif f.kind == "flag":
+                setattr(s, f.name, 1 if value else 0)
+            elif f.kind == "int":
+                setattr(s, f.name, int(value))
+            else:
+                setattr(s, f.name, float(value))
         return c
 
     def submit(self, ops: Iterable[Any], completion: Optional[Completion] = None) -> float:
         """Runs a batch in order (every op validated before the first runs) and returns the
-        device seconds when the daemon knows them (SYNC), else 0. `ops` holds Quantize/Gemm/
-        Pad/Unpad values, or is a ctypes array of kd_op built with to_c_op()."""
+        device seconds when the daemon knows them (SYNC), else 0. `ops` holds op values
+        (kerneld.Quantize(...), ...), or is a ctypes array of kd_op built with to_c_op()."""
         if isinstance(ops, ctypes.Array):
             array, count = ops, len(ops)
         else:
             ops = list(ops)
             count = len(ops)
-            array = (_lib.Op * max(count, 1))()
+            array = self._binding.op_array(count)
             for i, op in enumerate(ops):
                 self.to_c_op(op, array[i], f"ops[{i}].")
         seconds = ctypes.c_double()
@@ -415,49 +385,42 @@ class Client:
         return seconds.value
 
     def run(self, op: Any, completion: Optional[Completion] = None) -> float:
-        """One op in its own call (kd_quantize, kd_gemm, kd_pad or kd_unpad)."""
-        c = self.to_c_op(op)
-        seconds = ctypes.c_double()
-        fn, member = {1: (self._lib.kd_quantize, "quantize"), 2: (self._lib.kd_gemm, "gemm"),
-                      3: (self._lib.kd_pad, "pad"), 4: (self._lib.kd_unpad, "unpad")}[c.kind]
-        self._check(fn(self._h(), ctypes.byref(getattr(c.u, member)),
-                       self._c_completion(completion), ctypes.byref(seconds)))
-        return seconds.value
+        """One op, as a batch of one."""
+        return self.submit([op], completion)
 
     def quantize(self, input: Any, output: Any = None, scales: Any = None, *,
                  granularity: Any = "1x128", out_dtype: Any = "e4m3fn",
                  transpose_output: bool = False, dual: bool = False, output_t: Any = None,
-                 scales_t: Any = None, scale_format: Any = 0, scale_layout: Any = 0,
-                 eps: float = 0.0, mx_rounding: Any = 0, group_ends: Any = None,
+                 scales_t: Any = None, scale_format: Any = "unspecified",
+                 scale_layout: Any = "unspecified", eps: float = 0.0,
+                 mx_rounding: Any = "unspecified", group_ends: Any = None,
                  completion: Optional[Completion] = None):
         """Quantizes `input` (R,C) and returns (output, scales), plus (output_t, scales_t) with
         dual=True (the fused pass of X and Xᵀ: 1x128 or 128x128). Outputs not given are allocated in shm
         with the shapes kerneld.proto gives for the granularity (host backends only)."""
         g = dt.granularity(granularity)
         kd_out = dt.dtype(out_dtype)
-        layout = dt._enum(dt.ScaleLayout, scale_layout)
+        layout = dt.ScaleLayout.parse(scale_layout)
         rows, cols = (input.value if isinstance(input, Typed) else input).shape
         if transpose_output:
             rows, cols = cols, rows
         if output is None:
             output = self.empty((rows, cols), kd_out)
         if scales is None:
-            scales = self.empty(*_scales_shape(g, rows, cols, layout, group_ends))
+            ge = group_ends.value if isinstance(group_ends, Typed) else group_ends
+            groups = len(ge) if ge is not None else 0
+            scales = self.empty(shapes.quantize_scales(g, rows, cols, layout, groups),
+                                shapes.scales_dtype(g))
         if dual:
             if output_t is None:
                 output_t = self.empty((cols, rows), kd_out)
             if scales_t is None:
-                if g == dt.granularity("128x128"):
-                    shape = (cols // 128, rows // 128)
-                elif layout == dt.ScaleLayout.K_BLOCK_MAJOR:
-                    shape = (rows // 128, cols)
-                else:
-                    shape = (cols, rows // 128)
-                scales_t = self.empty(shape, DType.F32)
-        op = Quantize(_typed(input), _typed(output, kd_out), scales, g, transpose_output,
-                      scale_format, scale_layout, eps, mx_rounding,
-                      _typed(output_t, kd_out) if output_t is not None else None, scales_t,
-                      group_ends)
+                scales_t = self.empty(shapes.dual_scales_t(g, rows, cols, layout), DType.F32)
+        op = Quantize(input=input, output=_typed(output, kd_out), scales=scales, granularity=g,
+                      transpose_output=transpose_output, scale_format=scale_format,
+                      scale_layout=scale_layout, eps=eps, mx_rounding=mx_rounding,
+                      output_t=_typed(output_t, kd_out), scales_t=scales_t,
+                      group_ends=group_ends)
         self.run(op, completion)
         if dual:
             return output, scales, output_t, scales_t
@@ -472,15 +435,11 @@ class Client:
         if d is None:
             ash = (a.value if isinstance(a, Typed) else a).shape
             bsh = (b.value if isinstance(b, Typed) else b).shape
-            if v == GemmVariant.K_GROUPED_TN:
-                ge = group_ends.value if isinstance(group_ends, Typed) else group_ends
-                shape = (len(ge), ash[0], bsh[0])
-            elif v == GemmVariant.NN:
-                shape = (ash[0], bsh[1])
-            else:
-                shape = (ash[0], bsh[-2])
+            ge = group_ends.value if isinstance(group_ends, Typed) else group_ends
+            shape = shapes.gemm_output(v, ash, bsh, len(ge) if ge is not None else 0)
             d = self.zeros(shape, out_dtype)
-        self.run(Gemm(v, a, a_scales, b, b_scales, d, accumulate, group_ends), completion)
+        self.run(Gemm(variant=v, a=a, a_scales=a_scales, b=b, b_scales=b_scales, d=d,
+                      accumulate=accumulate, group_ends=group_ends), completion)
         return d
 
     def pad(self, input: Any, group_ends: Any, alignment: int = 128, output: Any = None,
@@ -491,10 +450,12 @@ class Client:
         ge = group_ends.value if isinstance(group_ends, Typed) else group_ends
         if output is None:
             kd = dt.dtype(getattr(src, "kd_dtype", None) or src.dtype)
-            output = self.empty((src.shape[0] + len(ge) * (alignment - 1), src.shape[1]), kd)
+            output = self.empty((shapes.pad_rows(src.shape[0], len(ge), alignment), src.shape[1]),
+                                kd)
         if padded_group_ends is None:
             padded_group_ends = self.empty((len(ge),), DType.I32)
-        self.run(Pad(input, group_ends, output, padded_group_ends, alignment), completion)
+        self.run(Pad(input=input, group_ends=group_ends, output=output,
+                     padded_group_ends=padded_group_ends, alignment=alignment), completion)
         return output, padded_group_ends
 
     def unpad(self, input: Any, group_ends: Any, rows: int, alignment: int = 128,
@@ -504,7 +465,8 @@ class Client:
         if output is None:
             kd = dt.dtype(getattr(src, "kd_dtype", None) or src.dtype)
             output = self.empty((rows, src.shape[1]), kd)
-        self.run(Unpad(input, group_ends, output, alignment), completion)
+        self.run(Unpad(input=input, group_ends=group_ends, output=output, alignment=alignment),
+                 completion)
         return output
 
 
@@ -517,27 +479,6 @@ def _typed(x: Any, kd: Optional[DType] = None) -> Any:
     if isinstance(x, np.ndarray) and x.dtype == np.uint8:
         return Typed(x, kd)
     return x
-
-
-def _scales_shape(g: Granularity, rows: int, cols: int, layout, group_ends) -> Tuple[tuple, DType]:
-    cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
-    k_major = layout == dt.ScaleLayout.K_BLOCK_MAJOR
-    if g in (Granularity.G1X128, Granularity.JAGGED_ROWWISE):
-        return ((cols // 128, rows) if k_major else (rows, cols // 128)), DType.F32
-    if g == Granularity.G128X1:
-        return (cdiv(rows, 128), cols), DType.F32
-    if g == Granularity.G128X128:
-        return (cdiv(rows, 128), cols // 128), DType.F32
-    if g == Granularity.PER_ROW:
-        return (rows, 1), DType.F32
-    if g == Granularity.PER_TENSOR:
-        return (1,), DType.F32
-    if g == Granularity.MX_1X32:
-        return (rows, cols // 32), DType.E8M0
-    if g == Granularity.JAGGED_COLWISE:
-        ge = group_ends.value if isinstance(group_ends, Typed) else group_ends
-        return (len(ge), rows), DType.F32
-    raise errors.InvalidArgument(f"granularity={g} has no scale shape")
 
 
 def _extent(shape, strides, itemsize: int, field: str) -> int:

@@ -14,6 +14,7 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 from . import _lib, errors
+from .dtypes import CompletionMode
 
 # cuPointerGetAttributes attributes (cuda.h CUpointer_attribute).
 _ATTR_MEMORY_TYPE = 2
@@ -221,7 +222,7 @@ class EventPair:
             wait_handle = bytes(self.wait.ipc_handle())
             signal_handle = bytes(self.signal.ipc_handle())
         c = _lib.Completion()
-        c.mode = 2  # ASYNC
+        c.mode = int(CompletionMode.ASYNC)
         c.wait_event_size = len(wait_handle)
         c.signal_event_size = len(signal_handle)
         ctypes.memmove(c.wait_event, wait_handle, len(wait_handle))

@@ -1,81 +1,35 @@
-"""kerneld's wire enums and the numpy side of its dtypes: bf16 is carried as uint16 bit patterns
-and FP8 / e8m0 as uint8 codes (numpy has neither), with exact conversions to and from float32."""
+"""kerneld's wire enums (from the op table of libkerneld_c.so) and the numpy side of its dtypes:
+bf16 is carried as uint16 bit patterns and FP8 / e8m0 as uint8 codes (numpy has neither), with
+exact conversions to and from float32."""
 from __future__ import annotations
 
-import enum
 from typing import Any, Dict
 
 import numpy as np
 
-
-class DType(enum.IntEnum):
-    F32 = 1
-    BF16 = 2
-    F16 = 3
-    E4M3FN = 4
-    E4M3FNUZ = 5
-    E5M2 = 6
-    E8M0 = 7
-    I32 = 8
-    I64 = 9
-    U8 = 10
+from . import _lib
 
 
-class Granularity(enum.IntEnum):
-    G1X128 = 1
-    G128X1 = 2
-    G128X128 = 3
-    PER_ROW = 4
-    PER_TENSOR = 5
-    MX_1X32 = 6
-    JAGGED_ROWWISE = 7
-    JAGGED_COLWISE = 8
+_binding = _lib.binding()
 
+# The wire enums, built from the op table of libkerneld_c.so (include/kerneld/op_table.h): each
+# member carries its table label (Granularity "1x128" is QuantGranularity.G1X128), and 0 is
+# UNSPECIFIED in every enum. KerneldEnum.parse(value) takes a member, a name, a label or a number.
+DType = _binding.enums["DType"]
+QuantGranularity = _binding.enums["QuantGranularity"]
+ScaleFormat = _binding.enums["ScaleFormat"]
+ScaleLayout = _binding.enums["ScaleLayout"]
+MxRounding = _binding.enums["MxRounding"]
+GemmVariant = _binding.enums["GemmVariant"]
+CompletionMode = _binding.enums["CompletionMode"]
+IpcKind = _binding.enums["IpcKind"]
 
-class ScaleFormat(enum.IntEnum):
-    UNSPECIFIED = 0
-    FP32 = 1
-    POW2 = 2
+# Bytes per element of each dtype (the table's).
+ITEMSIZE: Dict[Any, int] = {d: d.itemsize for d in DType if d.value}
 
-
-class ScaleLayout(enum.IntEnum):
-    UNSPECIFIED = 0
-    ROW_MAJOR = 1
-    K_BLOCK_MAJOR = 2
-
-
-class MxRounding(enum.IntEnum):
-    UNSPECIFIED = 0
-    FLOOR = 1
-    RCEIL = 2
-
-
-class GemmVariant(enum.IntEnum):
-    NT = 1
-    NN = 2
-    TN = 3
-    M_GROUPED_NT = 4
-    K_GROUPED_TN = 5
-
-
-class CompletionMode(enum.IntEnum):
-    UNSPECIFIED = 0
-    SYNC = 1
-    ASYNC = 2
-
-
-class IpcKind(enum.IntEnum):
-    CUDA = 1
-    HIP = 2
-
-
-ITEMSIZE: Dict[DType, int] = {
-    DType.F32: 4, DType.BF16: 2, DType.F16: 2, DType.E4M3FN: 1, DType.E4M3FNUZ: 1,
-    DType.E5M2: 1, DType.E8M0: 1, DType.I32: 4, DType.I64: 8, DType.U8: 1,
-}
-
-# The numpy dtype that holds each kerneld dtype's bits.
-NUMPY_STORAGE: Dict[DType, np.dtype] = {
+# The numpy dtype that holds each kerneld dtype's bits: bf16 as uint16 bit patterns, FP8 and e8m0
+# as uint8 codes (numpy has neither).
+NUMPY_STORAGE: Dict[Any, np.dtype] = {
     DType.F32: np.dtype(np.float32), DType.BF16: np.dtype(np.uint16),
     DType.F16: np.dtype(np.float16), DType.E4M3FN: np.dtype(np.uint8),
     DType.E4M3FNUZ: np.dtype(np.uint8), DType.E5M2: np.dtype(np.uint8),
@@ -83,59 +37,37 @@ NUMPY_STORAGE: Dict[DType, np.dtype] = {
     DType.I64: np.dtype(np.int64), DType.U8: np.dtype(np.uint8),
 }
 
-FP8_MAX = {DType.E4M3FN: 448.0, DType.E4M3FNUZ: 240.0, DType.E5M2: 57344.0}
-
-_NAMES = {
-    "f32": DType.F32, "float32": DType.F32, "fp32": DType.F32,
-    "bf16": DType.BF16, "bfloat16": DType.BF16,
-    "f16": DType.F16, "float16": DType.F16, "fp16": DType.F16, "half": DType.F16,
-    "e4m3fn": DType.E4M3FN, "float8_e4m3fn": DType.E4M3FN,
-    "e4m3fnuz": DType.E4M3FNUZ, "float8_e4m3fnuz": DType.E4M3FNUZ,
-    "e5m2": DType.E5M2, "float8_e5m2": DType.E5M2,
-    "e8m0": DType.E8M0, "float8_e8m0fnu": DType.E8M0,
-    "i32": DType.I32, "int32": DType.I32, "i64": DType.I64, "int64": DType.I64,
-    "u8": DType.U8, "uint8": DType.U8,
-}
-
-_GRANULARITY_NAMES = {
-    "1x128": Granularity.G1X128, "128x1": Granularity.G128X1, "128x128": Granularity.G128X128,
-    "per_row": Granularity.PER_ROW, "per_tensor": Granularity.PER_TENSOR,
-    "mx_1x32": Granularity.MX_1X32, "jagged_rowwise": Granularity.JAGGED_ROWWISE,
-    "jagged_colwise": Granularity.JAGGED_COLWISE,
+# Names accepted for dtypes beyond the table's labels ("bf16", "e4m3fn"): numpy's and torch's.
+_ALIASES = {
+    "float32": DType.F32, "fp32": DType.F32, "bfloat16": DType.BF16, "float16": DType.F16,
+    "fp16": DType.F16, "half": DType.F16, "float8_e4m3fn": DType.E4M3FN,
+    "float8_e4m3fnuz": DType.E4M3FNUZ, "float8_e5m2": DType.E5M2, "float8_e8m0fnu": DType.E8M0,
+    "int32": DType.I32, "int64": DType.I64, "uint8": DType.U8,
 }
 
 
-def _enum(cls, value: Any, names: Dict[str, Any] = None):
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str):
-        key = value.lower()
-        if names and key in names:
-            return names[key]
-        try:
-            return cls[value.upper()]
-        except KeyError:
-            raise ValueError(f"{value!r} is not a {cls.__name__}") from None
-    return cls(int(value))
+def granularity(value: Any):
+    return QuantGranularity.parse(value)
 
 
-def granularity(value: Any) -> Granularity:
-    return _enum(Granularity, value, _GRANULARITY_NAMES)
+def gemm_variant(value: Any):
+    return GemmVariant.parse(value)
 
 
-def gemm_variant(value: Any) -> GemmVariant:
-    return _enum(GemmVariant, value)
-
-
-def dtype(value: Any) -> DType:
-    """A DType from a DType, its number, a name ("bf16", "float8_e4m3fn"), a numpy dtype
-    (float32, float16, int32, int64, uint8 as U8, uint16 as BF16) or a torch dtype."""
+def dtype(value: Any):
+    """A DType from a DType, its label ("bf16") or another name ("bfloat16", "float8_e4m3fn"),
+    a numpy dtype (float32, float16, int32, int64, uint8 as U8, uint16 as BF16) or a torch
+    dtype."""
     if isinstance(value, DType):
         return value
     if isinstance(value, str):
-        if value.lower() in _NAMES:
-            return _NAMES[value.lower()]
-        raise ValueError(f"{value!r} is not a kerneld dtype")
+        alias = _ALIASES.get(value.lower())
+        if alias is not None:
+            return alias
+        try:
+            return DType.parse(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a kerneld dtype") from None
     if isinstance(value, int):
         return DType(value)
     module = type(value).__module__
@@ -144,7 +76,7 @@ def dtype(value: Any) -> DType:
     return from_numpy_dtype(np.dtype(value))
 
 
-def from_numpy_dtype(dt: np.dtype) -> DType:
+def from_numpy_dtype(dt: np.dtype):
     dt = np.dtype(dt)
     table = {np.dtype(np.float32): DType.F32, np.dtype(np.float16): DType.F16,
              np.dtype(np.uint16): DType.BF16, np.dtype(np.int32): DType.I32,
@@ -155,7 +87,7 @@ def from_numpy_dtype(dt: np.dtype) -> DType:
     return table[dt]
 
 
-def from_torch_dtype(dt) -> DType:
+def from_torch_dtype(dt):
     import torch
     table = {torch.float32: DType.F32, torch.bfloat16: DType.BF16, torch.float16: DType.F16,
              torch.int32: DType.I32, torch.int64: DType.I64, torch.uint8: DType.U8}
@@ -168,7 +100,7 @@ def from_torch_dtype(dt) -> DType:
     return table[dt]
 
 
-def torch_dtype(kd: DType):
+def torch_dtype(kd):
     """The torch dtype for a kerneld dtype: the float8 dtypes where this torch has them, else
     torch.uint8 for every one-byte code."""
     import torch
@@ -229,6 +161,10 @@ _DECODE = {
     DType.E4M3FNUZ: _fp8_table(4, 3, 8, fnuz=True, ieee_inf=False),
     DType.E5M2: _fp8_table(5, 2, 15, fnuz=False, ieee_inf=True),
 }
+
+
+# The largest finite value of each FP8 format (448, 240, 57344), from its code table.
+FP8_MAX = {kd: float(np.max(np.abs(t[np.isfinite(t)]))) for kd, t in _DECODE.items()}
 
 
 def decode(codes, kd) -> np.ndarray:

@@ -230,17 +230,9 @@ typedef struct kd_enum_value_info {
   uint32_t bytes; /* DType: the element size; 0 otherwise */
 } kd_enum_value_info;
 
-typedef enum kd_field_kind {
-  KD_FIELD_TENSOR = 1,
-  KD_FIELD_ENUM = 2,
-  KD_FIELD_FLAG = 3,
-  KD_FIELD_INT = 4,
-  KD_FIELD_FLOAT = 5
-} kd_field_kind;
-
 typedef struct kd_field_info {
   const char* name;
-  int32_t kind;          /* kd_field_kind */
+  const char* kind;      /* "tensor", "enum", "flag" (int32_t 0/1), "int" (int32_t), "float" */
   int32_t output;        /* tensors: 1 when the op writes it */
   int32_t required;      /* tensors: 1 unless the op may leave it absent */
   uint32_t offset;       /* in the op's struct */

@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import sys
 import signal
 import subprocess
 import tempfile
@@ -11,6 +12,10 @@ import time
 import pytest
 
 import kerneld
+
+# The Llama model of the training benchmark (bench/torch/llama.py), which the torch tests train.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                                "torch"))
 
 
 def _binary(env: str) -> str:
@@ -70,11 +75,10 @@ def kd(daemon):
 
 @pytest.fixture(scope="session")
 def runtime(kd):
-    torch = pytest.importorskip("torch")
-    from kerneld.torch import Runtime, set_default_client
+    """The process's kerneld.torch runtime, on the session's client."""
+    from kerneld.torch import default_runtime, set_default_client
     set_default_client(kd)
-    del torch
-    return Runtime(kd)
+    return default_runtime()
 
 
 def sqnr(reference, actual) -> float:
@@ -87,3 +91,18 @@ def sqnr(reference, actual) -> float:
     if noise == 0:
         return float("inf")
     return float(20 * np.log10(np.linalg.norm(ref) / noise))
+
+
+def require_torch(major: int, minor: int):
+    """torch, or a skip of the calling test module with the reason when this torch is older than
+    major.minor (kerneld.torch's custom ops, torch.compile and FSDP2 need it). CI runs these
+    modules on PyTorch 2.13, where run_pytest.sh fails any skip."""
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("needs torch", allow_module_level=True)
+    have = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if have < (major, minor):
+        pytest.skip(f"needs torch >= {major}.{minor}, this is {torch.__version__}",
+                    allow_module_level=True)
+    return torch

@@ -13,12 +13,15 @@ weights are zero); e4m3's 3 mantissa bits give ~28.7 on Gaussian data whatever t
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import require_torch  # noqa: E402
+
+torch = require_torch(2, 6)
 from torch import nn  # noqa: E402
 
 import kerneld  # noqa: E402
-from kerneld.torch import (Float8BlockwiseLinear, convert_to_float8_blockwise,  # noqa: E402
-                           check_linear_shape)
+from kerneld.torch import (Float8BlockwiseLinear, Float8BlockwiseLinearConfig,  # noqa: E402
+                           check_linear_shape, convert_all, convert_to_float8_blockwise,
+                           default_filter)
 from kerneld.torch import linear as kd_linear  # noqa: E402
 from reference import dequantize, quantize  # noqa: E402
 
@@ -26,7 +29,7 @@ SQNR_DB = 27.0
 
 
 def sqnr(ref: torch.Tensor, actual: torch.Tensor) -> float:
-    ref, actual = ref.double(), actual.double()
+    ref, actual = ref.detach().double(), actual.detach().double()
     return float(20 * torch.log10(ref.norm() / (ref - actual).norm()))
 
 
@@ -175,24 +178,28 @@ def test_dgrad_option_defaults_and_refuses_unknown_forms(runtime, monkeypatch):
     assert Float8BlockwiseLinear(128, 128).dgrad == kd_linear.DEFAULT_DGRAD
     monkeypatch.setattr(kd_linear, "DEFAULT_DGRAD", "nt")
     assert Float8BlockwiseLinear(128, 128).dgrad == "nt"
-    model = convert_to_float8_blockwise(nn.Sequential(nn.Linear(128, 256)), dgrad="nn")
+    model = convert_to_float8_blockwise(nn.Sequential(nn.Linear(128, 256)),
+                                        Float8BlockwiseLinearConfig(dgrad="nn"),
+                                        module_filter_fn=convert_all)
     assert model[0].dgrad == "nn"
     with pytest.raises(ValueError, match='dgrad="tn" must be one of nn, nt'):
         Float8BlockwiseLinear(128, 128, dgrad="tn")
     with pytest.raises(ValueError, match="dgrad"):
-        convert_to_float8_blockwise(nn.Sequential(nn.Linear(128, 256)), dgrad="NT")
+        convert_to_float8_blockwise(nn.Sequential(nn.Linear(128, 256)),
+                                    Float8BlockwiseLinearConfig(dgrad="NT"))
 
 
-def test_conversion_swaps_linears_and_refuses_shapes_the_kernels_cannot_take(runtime):
+def test_conversion_swaps_linears_and_names_those_it_cannot_take(runtime, caplog):
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Sequential(nn.Linear(512, 256)),
                           nn.Linear(256, 10))
     weights = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
     keys = list(model.state_dict())
-    with pytest.raises(ValueError) as info:
-        convert_to_float8_blockwise(model)
-    assert "3: out_features=10 is not a multiple of 128" in str(info.value)
-    assert not any(isinstance(m, Float8BlockwiseLinear) for m in model.modules())
-    convert_to_float8_blockwise(model, filter_fn=lambda m, fqn: fqn != "3")
+    with caplog.at_level("WARNING", logger="kerneld.torch"):
+        convert_to_float8_blockwise(model, module_filter_fn=convert_all)
+    # The layer the kernels cannot take stays as it was, named once in the log with the reason.
+    assert [r.getMessage() for r in caplog.records] == [
+        "kerneld: 1 Linear layer(s) stay in their dtype: 3: out_features=10 is not a multiple "
+        "of 128 (blockwise FP8 uses 1x128 and 128x128 blocks)"]
     kinds = [type(m).__name__ for m in model.modules() if isinstance(m, nn.Linear)]
     assert kinds == ["Float8BlockwiseLinear", "Float8BlockwiseLinear", "Linear"]
     assert [m.weight for m in model.modules() if isinstance(m, nn.Linear)] == weights
@@ -202,6 +209,19 @@ def test_conversion_swaps_linears_and_refuses_shapes_the_kernels_cannot_take(run
         check_linear_shape(100, 128)
     with pytest.raises(ValueError):
         Float8BlockwiseLinear(128, 96)
+
+
+def test_the_default_filter_keeps_small_layers_and_the_head_in_bf16(runtime):
+    big = nn.Linear(kd_linear.MIN_FEATURES, 2 * kd_linear.MIN_FEATURES, bias=False,
+                    device="meta")
+    small = nn.Linear(kd_linear.MIN_FEATURES, kd_linear.MIN_FEATURES // 4, bias=False,
+                      device="meta")
+    assert default_filter(big, "layers.0.feed_forward.w1")
+    assert not default_filter(small, "layers.0.attention.wk")
+    assert not default_filter(big, "output") and not default_filter(big, "lm_head")
+    model = nn.Sequential(nn.Linear(256, 512), nn.Linear(512, 256))
+    convert_to_float8_blockwise(model)
+    assert not any(isinstance(m, Float8BlockwiseLinear) for m in model.modules())
 
 
 def test_a_converted_model_trains_and_its_loss_falls(runtime):
@@ -216,7 +236,8 @@ def test_a_converted_model_trains_and_its_loss_falls(runtime):
         model = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256), nn.GELU(),
                               nn.Linear(256, 128))
         if convert:
-            convert_to_float8_blockwise(model, dgrad=dgrad)
+            convert_to_float8_blockwise(model, Float8BlockwiseLinearConfig(dgrad=dgrad),
+                                        module_filter_fn=convert_all)
         opt = torch.optim.Adam(model.parameters(), lr=2e-3)
         losses = []
         for step in range(25):

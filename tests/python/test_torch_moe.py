@@ -4,7 +4,9 @@ wgrad over groups padded by the daemon, and dgrad. SQNR threshold 27 dB for Y, d
 for the Linear (measured 28.7-28.9 dB here)."""
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import require_torch  # noqa: E402
+
+torch = require_torch(2, 6)
 from kerneld.torch import Float8MoEExperts  # noqa: E402
 
 SQNR_DB = 27.0

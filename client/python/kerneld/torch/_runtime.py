@@ -45,9 +45,9 @@ class Runtime:
         numel = 1
         for n in shape:
             numel *= int(n)
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        root = self.client.host.alloc(numel * itemsize)
-        return torch.from_numpy(root).view(dtype).view(tuple(int(n) for n in shape))
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        root = self.client.host.alloc(nbytes)
+        return torch.from_numpy(root[:nbytes]).view(dtype).view(tuple(int(n) for n in shape))
 
     def zeros(self, shape, dtype, device) -> torch.Tensor:
         t = self.empty(shape, dtype, device)

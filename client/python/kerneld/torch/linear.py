@@ -100,7 +100,8 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     else:
         save = torch.is_grad_enabled() and (compute.requires_grad or weight.requires_grad)
         y = torch.ops.kerneld.linear(compute, weight, dgrad, save)[0]
-    y = y.view(*lead, weight.shape[0])
+    if x.dim() != 2:
+        y = y.view(*lead, weight.shape[0])
     if y.dtype != x.dtype:
         y = y.to(x.dtype)
     if bias is not None:

@@ -11,9 +11,9 @@ the rest being the hand-offs (IPC events, the ring, queueing, the trainer's Pyth
         --metrics http://127.0.0.1:19464/metrics > bench.json
 
 --variants times several forms of the kerneld Linear in the same process, each a path of its
-own: dgrad "nn" or "nt" (Float8BlockwiseLinear's dgrad option) and activation scales "rm"
-(row-major) or "kbm" (K-block-major), e.g. --variants nn/rm,nt/rm,nt/kbm; the first is also
-reported as "kerneld". --skip_peers leaves out bf16 and the in-process path (a second pass of the
+own: dgrad "nn" or "nt" (Float8BlockwiseLinear's dgrad option), e.g. --variants nn,nt; the first
+is also reported as "kerneld". --a_scale_layout k_block_major runs every kerneld path with
+K-block-major activation scales ($KERNELD_A_SCALE_LAYOUT, read when kerneld.torch is imported). --skip_peers leaves out bf16 and the in-process path (a second pass of the
 same run, after the daemon's TN config was changed with kctl, needs only the kerneld paths);
 --tag names such a pass in the JSON.
 
@@ -33,10 +33,10 @@ import torch
 from torch import nn
 
 import kerneld
-from kerneld.torch import Float8BlockwiseLinear, Float8MoEExperts, Runtime
-from kerneld.torch.inprocess import InProcessFloat8BlockwiseLinear
 
-LINEAR_SHAPES = [(4096, 14336), (14336, 4096), (8192, 28672), (28672, 8192)]  # (K in, N out)
+# (K in, N out): Llama-3 8B's and 70B's MLP, then 8B's attention projections (GQA: wk/wv 1024).
+LINEAR_SHAPES = [(4096, 14336), (14336, 4096), (8192, 28672), (28672, 8192), (4096, 4096),
+                 (4096, 1024)]
 TOKENS = [8192, 16384]
 
 
@@ -84,8 +84,18 @@ def linear_step(layer, x, dy):
 
 
 def breakdown(make_step, sync_rt, metrics_url, reps):
-    """Kernel seconds per step from SYNC passes, total and split by op."""
-    step = make_step(sync_rt)
+    """Kernel seconds per step from SYNC passes (the process's runtime switched to `sync_rt`
+    for them), total and split by op."""
+    from kerneld.torch import default_runtime, set_default_runtime
+    async_rt = default_runtime()
+    set_default_runtime(sync_rt)
+    try:
+        return _breakdown(make_step(), sync_rt, metrics_url, reps)
+    finally:
+        set_default_runtime(async_rt)
+
+
+def _breakdown(step, sync_rt, metrics_url, reps):
     step()
     torch.cuda.synchronize()
     before_ks, before_ops = sync_rt.kernel_seconds, metrics_by_op(metrics_url)
@@ -143,14 +153,13 @@ def bench_linear(k, n, m, variants, args):
         run_path("inprocess_fp8",
                  lambda: linear_step(InProcessFloat8BlockwiseLinear.from_linear(base), x, dy),
                  paths, args.warmup, args.reps, flops)
-    for i, (name, dgrad, rt, sync_rt) in enumerate(variants):
-        def make(r, dgrad=dgrad):
-            return linear_step(Float8BlockwiseLinear.from_linear(base, runtime=r, dgrad=dgrad),
-                               x, dy)
-        run_path(name, lambda: make(rt), paths, args.warmup, args.reps, flops, args.metrics)
+    for i, (name, dgrad) in enumerate(variants):
+        def make(dgrad=dgrad):
+            return linear_step(Float8BlockwiseLinear.from_linear(base, dgrad=dgrad), x, dy)
+        run_path(name, make, paths, args.warmup, args.reps, flops, args.metrics)
         if "ms" in paths.get(name, {}):
             try:
-                b = breakdown(make, sync_rt, args.metrics, args.sync_reps)
+                b = breakdown(make, args.sync_rt, args.metrics, args.sync_reps)
                 b["daemon_share"] = round(1 - b["kernel_ms"] / paths[name]["ms"], 4)
             except Exception as e:
                 b = {"error": f"{type(e).__name__}: {e}"}
@@ -174,7 +183,7 @@ def _ratios(row):
                 row[key] = round(p[peer]["ms"] / result["ms"], 3)
 
 
-def bench_moe(experts_n, per_expert, k, n, rt, sync_rt, args):
+def bench_moe(experts_n, per_expert, k, n, args):
     torch.manual_seed(0)
     t = experts_n * per_expert
     sizes = [per_expert] * experts_n
@@ -211,9 +220,8 @@ def bench_moe(experts_n, per_expert, k, n, rt, sync_rt, args):
         # Group sizes known on the host: the in-process path has no device-side grouping.
         torch.cat([ip_layers[i](xe) for i, xe in enumerate(x.split(sizes))]).backward(dy)
 
-    def kerneld_step_for(runtime):
-        mod = Float8MoEExperts(experts_n, k, n, device="cuda", dtype=torch.bfloat16,
-                               runtime=runtime)
+    def kerneld_step():
+        mod = Float8MoEExperts(experts_n, k, n, device="cuda", dtype=torch.bfloat16)
         with torch.no_grad():
             mod.weight.copy_(weight)
 
@@ -226,11 +234,10 @@ def bench_moe(experts_n, per_expert, k, n, rt, sync_rt, args):
     p = row["paths"]
     run_path("bf16", lambda: bf16_step, p, args.warmup, args.reps, flops)
     run_path("inprocess_fp8", lambda: inprocess_step, p, args.warmup, args.reps, flops)
-    run_path("kerneld", lambda: kerneld_step_for(rt), p, args.warmup, args.reps, flops,
-             args.metrics)
+    run_path("kerneld", kerneld_step, p, args.warmup, args.reps, flops, args.metrics)
     if "ms" in p.get("kerneld", {}):
         try:
-            b = breakdown(kerneld_step_for, sync_rt, args.metrics, args.sync_reps)
+            b = breakdown(kerneld_step, args.sync_rt, args.metrics, args.sync_reps)
             b["daemon_share"] = round(1 - b["kernel_ms"] / p["kerneld"]["ms"], 4)
             row["kerneld_breakdown"] = b
         except Exception as e:
@@ -251,31 +258,27 @@ def main():
     ap.add_argument("--a_scale_layout", default="row_major",
                     choices=["row_major", "k_block_major"])
     ap.add_argument("--variants", default=None,
-                    help="kerneld forms DGRAD/SCALES,... (dgrad nn|nt, scales rm|kbm); default: "
-                         "the module's default dgrad with --a_scale_layout")
+                    help="kerneld dgrad forms, nn and/or nt (default: the module's default)")
     ap.add_argument("--skip_peers", action="store_true", help="kerneld paths only")
     ap.add_argument("--tag", default="", help="a name for this pass, copied into the JSON")
     args = ap.parse_args()
+    os.environ["KERNELD_A_SCALE_LAYOUT"] = args.a_scale_layout
+    # kerneld.torch reads the layout when it is imported, so it is imported here.
+    global Float8BlockwiseLinear, Float8MoEExperts, InProcessFloat8BlockwiseLinear
+    from kerneld.torch import (DEFAULT_DGRAD, Float8BlockwiseLinear, Float8MoEExperts,
+                               Runtime, set_default_client)
+    from kerneld.torch.inprocess import InProcessFloat8BlockwiseLinear
     kd = kerneld.connect(args.socket, name="linear_bench")
-    rt = Runtime(kd, args.a_scale_layout)
-    sync_rt = Runtime(kd, args.a_scale_layout, sync=True)
-    layouts = {"rm": "row_major", "kbm": "k_block_major"}
-    runtimes = {args.a_scale_layout: (rt, sync_rt)}
+    set_default_client(kd)
+    args.sync_rt = Runtime(kd, sync=True)
     variants = []
-    for spec in (args.variants.split(",") if args.variants else [None]):
-        if spec is None:
-            from kerneld.torch import linear as kd_linear
-            dgrad, layout = kd_linear.DEFAULT_DGRAD, args.a_scale_layout
-            name = "kerneld"
+    for dgrad in (args.variants.split(",") if args.variants else [None]):
+        if dgrad is None:
+            variants.append(("kerneld", DEFAULT_DGRAD))
+        elif dgrad in ("nn", "nt"):
+            variants.append((f"kerneld_{dgrad}", dgrad))
         else:
-            dgrad, _, short = spec.partition("/")
-            if dgrad not in ("nn", "nt") or short not in layouts:
-                ap.error(f"--variants: {spec!r} is not DGRAD/SCALES (nn|nt / rm|kbm)")
-            layout = layouts[short]
-            name = f"kerneld_{dgrad}_{short}"
-        if layout not in runtimes:
-            runtimes[layout] = (Runtime(kd, layout), Runtime(kd, layout, sync=True))
-        variants.append((name, dgrad, *runtimes[layout]))
+            ap.error(f"--variants: {dgrad!r} is not nn or nt")
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "mps": os.environ.get("KD_MPS", "unknown"), "commit": os.environ.get("KD_COMMIT", ""),
            "tag": args.tag, "a_scale_layout": args.a_scale_layout,
@@ -287,10 +290,12 @@ def main():
                 out["linear"].append(bench_linear(k, n, m, variants, args))
                 print(json.dumps(out["linear"][-1]), file=sys.stderr, flush=True)
     if args.only in (None, "moe"):
-        out["moe"].append(bench_moe(8, 4096, 4096, 14336, rt, sync_rt, args))
+        out["moe"].append(bench_moe(8, 4096, 4096, 14336, args))
         print(json.dumps(out["moe"][-1]), file=sys.stderr, flush=True)
-    out["kerneld_client"] = {"submits": sum(r.submits for r, _ in runtimes.values()),
-                             "event_pairs": sum(r.events.created for r, _ in runtimes.values()),
+    from kerneld.torch import default_runtime
+    rt = default_runtime()
+    out["kerneld_client"] = {"submits": rt.submits + args.sync_rt.submits,
+                             "event_pairs": rt.events.created,
                              "registrations": kd.cuda_registry().registrations,
                              "registration_releases": kd.cuda_registry().releases,
                              "ring_calls_fallbacks": kd.ring_counts()}

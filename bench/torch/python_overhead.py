@@ -41,9 +41,10 @@ def batch(kd):
     qt, st = kd.empty((128, 128), "e4m3fn"), kd.empty((128, 1), "f32")
     w8, ws = kd.empty((128, 128), "e4m3fn"), kd.empty((1, 1), "f32")
     d = kd.empty((128, 128), "bf16")
-    ops = [kerneld.Quantize(x, q, s, output_t=qt, scales_t=st),
-           kerneld.Quantize(x, w8, ws, granularity="128x128"),
-           kerneld.Gemm("nt", q, s, w8, ws, d)]
+    ops = [kerneld.Quantize(input=x, output=q, scales=s, granularity="1x128", output_t=qt,
+                            scales_t=st),
+           kerneld.Quantize(input=x, output=w8, scales=ws, granularity="128x128"),
+           kerneld.Gemm(variant="nt", a=q, a_scales=s, b=w8, b_scales=ws, d=d)]
     keep = (x, q, s, qt, st, w8, ws, d)
     return ops, keep
 
@@ -51,10 +52,11 @@ def batch(kd):
 def measure(socket, ring, reps):
     with kerneld.connect(socket, ring=ring, name="python_overhead") as kd:
         ops, keep = batch(kd)
-        prebuilt = (kerneld._lib.Op * len(ops))()
+        binding = kerneld._lib.binding()
+        prebuilt = binding.op_array(len(ops))
         for i, op in enumerate(ops):
             kd.to_c_op(op, prebuilt[i])
-        empty_batch = (kerneld._lib.Op * 0)()
+        empty_batch = (binding.Op * 0)()
         row = {
             "transport": "ring" if ring else "grpc",
             "empty_submit": timed(lambda: kd.submit(empty_batch), reps),
@@ -67,11 +69,12 @@ def measure(socket, ring, reps):
             row["ring_calls_fallbacks"] = kd.ring_counts()
         try:
             import torch
-            from kerneld.torch import Float8BlockwiseLinear, Runtime
+            from kerneld.torch import Float8BlockwiseLinear, Runtime, set_default_runtime
         except ImportError:
             return row
         rt = Runtime(kd)
-        layer = Float8BlockwiseLinear(128, 128, bias=False, runtime=rt)
+        set_default_runtime(rt)
+        layer = Float8BlockwiseLinear(128, 128, bias=False)
         x = torch.randn(128, 128, requires_grad=True)
         dy = torch.randn(128, 128)
 

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # The PyTorch runbook on a GPU node (root, python3 with PyTorch 2.9+ and CUDA, no gRPC): the
-# package's GPU tests (tests/python/gpu) and the Linear/MoE benchmark (linear_bench.py) against
-# a kerneld on the CUDA backend, without MPS and then under MPS, everything under OUT_DIR.
-#   run_gpu.sh BUNDLE OUT_DIR [nomps|mps|both]
+# package's GPU tests (tests/python/gpu), the Linear/MoE benchmark (linear_bench.py) and the
+# Llama training benchmark (train_llama.py) against a kerneld on the CUDA backend, without MPS
+# and then under MPS, everything under OUT_DIR.
+#   run_gpu.sh BUNDLE OUT_DIR [nomps|mps|both] [STEPS...]
+# STEPS: any of tests, linear, llama, moe (all by default). TRAIN_ARGS adds arguments to every
+# train_llama.py run (e.g. TRAIN_ARGS="--steps 300").
 # BUNDLE is torch.tar.xz from bench/torch/bundle.sh (or the folder it unpacks to): kerneld,
 # kctl, libkerneld_c.so and their libraries. The Python package is this checkout's
 # client/python (PYTHONPATH; nothing is installed).
 # Writes, per mode M: M/pytest.log, M/pytest.xml, M/loss_curves.json, M/bench.json,
-# M/bench.log, M/status.json, kerneld_M.log; and env.txt.
+# M/bench.log, M/llama.json, M/moe.json (and their .log), M/status.json, kerneld_M.log; and
+# env.txt.
 set -u
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 src=$1; out=$(mkdir -p "$2" && cd "$2" && pwd); modes=${3:-both}
+shift 3 2>/dev/null || shift $#
+steps=${*:-tests linear llama moe}
 [ "$modes" = both ] && modes="nomps mps"
+has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ -f "$src" ]; then
   bundle=$(mktemp -d /tmp/kd_torch_bundle.XXXXXX)
   tar -C "$bundle" -xJf "$src" || exit 1
@@ -57,14 +64,34 @@ for mode in $modes; do
     sleep 1
   fi
   if start_daemon "$mode"; then
-    (cd "$repo/tests/python/gpu" && KD_SOCKET=$sock/data.sock KD_GPU_OUT=$out/$mode \
-       timeout 420 "$py" -m pytest -p no:cacheprovider --confcutdir=. -q -rfEs \
-       --junitxml="$out/$mode/pytest.xml" . > "$out/$mode/pytest.log" 2>&1)
-    echo "=== $mode pytest rc=$? $(tail -n 1 "$out/$mode/pytest.log")"
-    KD_MPS=$mode KD_COMMIT=$commit timeout 420 "$py" "$repo/bench/torch/linear_bench.py" \
-      --socket "$sock/data.sock" --metrics "http://127.0.0.1:$port/metrics" \
-      > "$out/$mode/bench.json" 2> "$out/$mode/bench.log"
-    echo "=== $mode bench rc=$?"
+    if has tests; then
+      (cd "$repo/tests/python/gpu" && KD_SOCKET=$sock/data.sock KD_GPU_OUT=$out/$mode \
+         timeout 420 "$py" -m pytest -p no:cacheprovider --confcutdir=. -q -rfEs \
+         --junitxml="$out/$mode/pytest.xml" . > "$out/$mode/pytest.log" 2>&1)
+      echo "=== $mode pytest rc=$? $(tail -n 1 "$out/$mode/pytest.log")"
+    fi
+    if has linear; then
+      KD_MPS=$mode KD_COMMIT=$commit timeout 420 "$py" "$repo/bench/torch/linear_bench.py" \
+        --socket "$sock/data.sock" --metrics "http://127.0.0.1:$port/metrics" \
+        > "$out/$mode/bench.json" 2> "$out/$mode/bench.log"
+      echo "=== $mode bench rc=$?"
+    fi
+    if has llama; then
+      # The 8B shape, 4 layers, 8192 tokens a step; bf16 and kerneld, eager and compiled.
+      timeout 540 "$py" "$repo/bench/torch/train_llama.py" --config 8B-shape --layers 4 \
+        --tokens 8192 --seq_len 2048 --socket "$sock/data.sock" \
+        --metrics "http://127.0.0.1:$port/metrics" ${TRAIN_ARGS:-} \
+        > "$out/$mode/llama.json" 2> "$out/$mode/llama.log"
+      echo "=== $mode llama rc=$?"
+    fi
+    if has moe; then
+      timeout 420 "$py" "$repo/bench/torch/train_llama.py" --config 8B-shape --layers 2 \
+        --experts 8 --moe_ffn_dim 4096 --top_k 1 --tokens 8192 --seq_len 2048 \
+        --compile compiled --filter all --socket "$sock/data.sock" \
+        --metrics "http://127.0.0.1:$port/metrics" ${TRAIN_ARGS:-} \
+        > "$out/$mode/moe.json" 2> "$out/$mode/moe.log"
+      echo "=== $mode moe rc=$?"
+    fi
     LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/kctl" --admin_socket="$sock/admin.sock" status \
       --json > "$out/$mode/status.json" 2>&1
     stop_daemon
@@ -72,6 +99,17 @@ for mode in $modes; do
   if [ "$mode" = mps ]; then
     echo quit | nvidia-cuda-mps-control
   fi
+  for f in llama moe; do
+    "$py" - "$out/$mode/$f.json" <<'PY' 2> /dev/null
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["runs"]:
+    print(r["path"], "tokens/s", r.get("tokens_per_s"), "peak GiB", r.get("peak_memory_gib"),
+          "breaks", r.get("graph_breaks"), "kerneld ms", r.get("kerneld_kernel_ms"),
+          "trainer gpu ms", r.get("trainer_gpu_ms"), "step ms", r.get("step_ms"))
+print({k: v for k, v in d.items() if k.startswith(("speedup", "loss_gap"))})
+PY
+  done
   "$py" - "$out/$mode/bench.json" <<'PY' 2> /dev/null
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -54,7 +54,8 @@ def gpu_kd(gpu_socket):
 
 @pytest.fixture(scope="session")
 def gpu_runtime(gpu_kd):
-    from kerneld.torch import Runtime, set_default_client
+    """The process's kerneld.torch runtime, on the session's CUDA client."""
+    from kerneld.torch import default_runtime, set_default_client
     set_default_client(gpu_kd)
-    return Runtime(gpu_kd)
+    return default_runtime()
 

@@ -19,7 +19,8 @@ def quantize_on_daemon(kd, x):
     out = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     scales = torch.empty(x.shape[0], x.shape[1] // 128, device=x.device)
     torch.cuda.synchronize()  # SYNC op without events: the inputs must be written already
-    kd.run(kerneld.Quantize(x, kerneld.typed(out, "e4m3fn"), scales))
+    kd.run(kerneld.Quantize(input=x, output=kerneld.typed(out, "e4m3fn"), scales=scales,
+                            granularity="1x128"))
     return out, scales
 
 
@@ -61,7 +62,8 @@ x = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
 out = torch.empty(256, 256, dtype=torch.uint8, device="cuda")
 s = torch.empty(256, 2, device="cuda")
 try:
-    kd.run(kerneld.Quantize(x, kerneld.typed(out, "e4m3fn"), s))
+    kd.run(kerneld.Quantize(input=x, output=kerneld.typed(out, "e4m3fn"), scales=s,
+                            granularity="1x128"))
     print("ACCEPTED")
 except kerneld.FailedPrecondition as e:
     print("REFUSED", e.message)

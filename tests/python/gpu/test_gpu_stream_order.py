@@ -17,8 +17,7 @@ SLEEP_CYCLES = 100_000_000  # ~50-60 ms of torch.cuda._sleep on an H100
 
 def test_forward_and_backward_are_ordered_on_the_current_stream(gpu_runtime):
     torch.manual_seed(11)
-    layer = Float8BlockwiseLinear(1024, 2048, bias=False, device="cuda", dtype=torch.bfloat16,
-                                  runtime=gpu_runtime)
+    layer = Float8BlockwiseLinear(1024, 2048, bias=False, device="cuda", dtype=torch.bfloat16)
     sources = [torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
     grads = [torch.randn(4096, 2048, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
     x = torch.empty(4096, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=False)

@@ -72,8 +72,8 @@ def train(fp8: bool, runtime):
     torch.manual_seed(0)
     model = Model().to(device="cuda", dtype=torch.bfloat16)
     if fp8:
-        convert_to_float8_blockwise(model, filter_fn=lambda m, fqn: fqn.startswith("blocks"),
-                                    runtime=runtime)
+        convert_to_float8_blockwise(model,
+                                    module_filter_fn=lambda m, fqn: fqn.startswith("blocks"))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     losses = []
     start = time.perf_counter()

@@ -2,8 +2,8 @@
 # Installs what kerneld builds and tests with, skipping what is present, and says what it
 # installed:
 #   1. Debian 12 packages (as root, or through sudo when it exists);
-#   2. the Python test environment .venv/: Debian's python3 with PyTorch 2.13 (CPU), numpy and
-#      pytest from PyPI (tests/python, run by ctest python_torch_test);
+#   2. the Python test environment .venv/: Debian's python3 with PyTorch 2.13 (CPU), numpy,
+#      pytest, torchtitan and triton from PyPI (tests/python, run by ctest python_torch_test);
 #   3. cuBLAS headers and libcublasLt, where nvcc is here but its toolkit has no cuBLAS (a toolkit
 #      assembled from NVIDIA's pip wheels): the nvidia-cublas wheel, with pip, into
 #      .deps/nvidia-cublas/ (CMake looks there: cmake/cublas.cmake).
@@ -34,7 +34,10 @@ packages=(
 # The Python test environment's packages, pinned: torch 2.13.0 is the CPU build (on the
 # development and CI machines pip takes it from local disk; elsewhere it is PyPI's).
 KD_TORCH_VERSION=2.13.0
-python_packages=("torch==${KD_TORCH_VERSION}" "numpy==2.4.6" "pytest==9.1.1")
+# torchtitan (and triton, which its quantization components import) for kerneld.torchtitan's
+# tests; kerneld.torchtitan names the torchtitan release it was written against.
+python_packages=("torch==${KD_TORCH_VERSION}" "numpy==2.4.6" "pytest==9.1.1"
+                 "torchtitan==0.3.0" "triton==3.8.0")
 # cuBLAS 13 for a CUDA 13 toolkit without it (headers for the build; the library for the tile
 # GEMM's test and benchmark, which link it as their peer).
 KD_CUBLAS_WHEEL="nvidia-cublas==13.1.1.3"
@@ -78,7 +81,7 @@ venv=$root/.venv
 want="torch ${KD_TORCH_VERSION}"
 have=""
 [ -x "$venv/bin/python" ] &&
-  have=$("$venv/bin/python" -c 'import torch, numpy, pytest; print("torch", torch.__version__.split("+")[0])' 2>/dev/null || true)
+  have=$("$venv/bin/python" -c 'import torch, numpy, pytest, torchtitan, triton; print("torch", torch.__version__.split("+")[0])' 2>/dev/null || true)
 if [ "$have" != "$want" ]; then
   echo "install-deps: making .venv (Debian's python3) with ${python_packages[*]}"
   rm -rf "$venv"

@@ -21,7 +21,6 @@ kernel time from torch.profiler over --profile_steps steps)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -65,8 +64,10 @@ def build(args, kerneld_fp8: bool, compiled: bool):
         from kerneld.torch import convert_all, convert_to_float8_blockwise, default_filter
         from kerneld.torch import Float8BlockwiseLinear
         base = convert_all if args.filter == "all" else default_filter
+        from kerneld.torch import Float8BlockwiseLinearConfig
         convert_to_float8_blockwise(
-            model, module_filter_fn=lambda m, fqn: fqn != "output" and base(m, fqn))
+            model, Float8BlockwiseLinearConfig(dgrad=args.dgrad),
+            module_filter_fn=lambda m, fqn: fqn != "output" and base(m, fqn))
         converted = sum(isinstance(m, Float8BlockwiseLinear) for m in model.modules())
         experts = llama.use_kerneld_experts(model)
     if args.ac:
@@ -184,7 +185,10 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--runs", default="bf16,kerneld", help="bf16 and/or kerneld")
     p.add_argument("--compile", default="both", choices=("eager", "compiled", "both"))
-    p.add_argument("--filter", default="default", choices=("default", "all"))
+    p.add_argument("--filter", default="default", choices=("default", "all"),
+                   help="which Linears kerneld takes: the default filter's, or all but the head")
+    p.add_argument("--dgrad", default="nn", choices=("nn", "nt"),
+                   help="Float8BlockwiseLinear's dX form")
     p.add_argument("--ac", action="store_true", help="per-block activation checkpointing")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 per block (under torchrun)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -199,7 +203,6 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.socket:
         os.environ["KERNELD_SOCKET"] = args.socket
-    dist_ctx = contextlib.nullcontext()
     if args.fsdp:
         import torch.distributed as dist
         dist.init_process_group("nccl" if args.device.startswith("cuda") else "gloo")
@@ -209,10 +212,9 @@ def main(argv=None) -> dict:
             args.device = f"cuda:{local}"
     compiled = {"eager": [False], "compiled": [True], "both": [False, True]}[args.compile]
     runs = []
-    with dist_ctx:
-        for name in args.runs.split(","):
-            for c in compiled:
-                runs.append(train(args, name == "kerneld", c))
+    for name in args.runs.split(","):
+        for c in compiled:
+            runs.append(train(args, name == "kerneld", c))
     doc = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
            "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv,
            "runs": runs}
@@ -221,9 +223,22 @@ def main(argv=None) -> dict:
         b, k = by.get(f"bf16_{kind}"), by.get(f"kerneld_{kind}")
         if b and k and b.get("tokens_per_s") and k.get("tokens_per_s"):
             doc[f"speedup_{kind}"] = round(k["tokens_per_s"] / b["tokens_per_s"], 4)
-            doc[f"loss_gap_{kind}"] = round(
-                max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(k["loss"], b["loss"])), 5)
+        if b and k:
+            doc[f"loss_gap_{kind}"] = loss_gap(k["loss"], b["loss"])
     return doc
+
+
+def loss_gap(loss, reference, window=20):
+    """How far a loss curve is from a reference one: the largest relative difference of their
+    means over consecutive windows of `window` steps (the per-step loss of a small batch is
+    noisy), and of their last windows."""
+    def means(v):
+        return [sum(v[i:i + window]) / window for i in range(0, len(v) - window + 1, window)]
+    a, b = means(loss), means(reference)
+    if not a:
+        return None
+    gaps = [abs(x - y) / max(abs(y), 1e-6) for x, y in zip(a, b)]
+    return {"window": window, "max": round(max(gaps), 5), "last": round(gaps[-1], 5)}
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ from . import ops
 from ._runtime import Runtime, default_runtime, set_default_client, set_default_runtime
 from .linear import (DEFAULT_DGRAD, Float8BlockwiseLinear, Float8BlockwiseLinearConfig,
                      check_linear_shape, convert_all, convert_to_float8_blockwise,
-                     default_filter, fp8_linear, linear_shape_problem)
+                     default_filter, default_rule, fp8_linear, linear_shape_problem)
 from .moe import Float8MoEExperts, grouped_linear, grouped_mm
 
 __all__ = ["DEFAULT_DGRAD", "Float8BlockwiseLinear", "Float8BlockwiseLinearConfig",
            "Float8MoEExperts", "Runtime", "check_linear_shape", "convert_all",
-           "convert_to_float8_blockwise", "default_filter", "default_runtime", "fp8_linear",
+           "convert_to_float8_blockwise", "default_filter", "default_rule", "default_runtime",
+           "fp8_linear",
            "grouped_linear", "grouped_mm", "linear_shape_problem", "ops", "set_default_client",
            "set_default_runtime"]

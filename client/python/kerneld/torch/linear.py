@@ -118,17 +118,20 @@ MIN_FEATURES = 4096
 MIN_OUT_FEATURES_TIMES_IN = 4096 * 8192
 
 
+def default_rule(in_features: int, out_features: int, fqn: str) -> bool:
+    """The default filter's rule (default_filter), on a Linear's dimensions and name."""
+    if fqn.rsplit(".", 1)[-1] in ("output", "lm_head"):
+        return False
+    return (min(in_features, out_features) >= MIN_FEATURES and
+            in_features * out_features >= MIN_OUT_FEATURES_TIMES_IN)
+
+
 def default_filter(module: nn.Module, fqn: str) -> bool:
     """The default module filter: True (convert) for a Linear whose dimensions are both at least
     MIN_FEATURES and whose in_features * out_features is at least MIN_OUT_FEATURES_TIMES_IN; an
     output head named "output" or "lm_head" stays in bf16 (its logits feed the loss directly)."""
-    if not isinstance(module, nn.Linear):
-        return False
-    leaf = fqn.rsplit(".", 1)[-1]
-    if leaf in ("output", "lm_head"):
-        return False
-    k, n = module.in_features, module.out_features
-    return min(k, n) >= MIN_FEATURES and k * n >= MIN_OUT_FEATURES_TIMES_IN
+    return isinstance(module, nn.Linear) and default_rule(module.in_features,
+                                                          module.out_features, fqn)
 
 
 def convert_all(module: nn.Module, fqn: str) -> bool:

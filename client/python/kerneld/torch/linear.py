@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from . import ops as _ops  # registers torch.ops.kerneld.*
+from .fsdp import GatheredFP8Weight, gathered_linear, wrap_weight
 
 logger = logging.getLogger("kerneld.torch")
 
@@ -95,10 +96,13 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k)
     compute = x2 if x2.dtype in (torch.bfloat16, torch.float32) else x2.float()
-    if compute.shape[0] == 0:
+    save = torch.is_grad_enabled() and (compute.requires_grad or weight.requires_grad)
+    if isinstance(weight, GatheredFP8Weight):
+        # FSDP2 all-gathered the weight as FP8 codes (fsdp_float8_all_gather).
+        y = gathered_linear(compute, weight, save)
+    elif compute.shape[0] == 0:
         y = compute @ weight.to(compute.dtype).t()
     else:
-        save = torch.is_grad_enabled() and (compute.requires_grad or weight.requires_grad)
         y = torch.ops.kerneld.linear(compute, weight, dgrad, save)[0]
     if x.dim() != 2:
         y = y.view(*lead, weight.shape[0])
@@ -145,9 +149,13 @@ class Float8BlockwiseLinearConfig:
 
     dgrad: the backward's dX form ("nn" or "nt", Float8BlockwiseLinear).
     module_filter_fn: (module, fqn) -> bool, which Linears to convert; None takes
-        default_filter (the measured rule), convert_all converts every one."""
+        default_filter (the measured rule), convert_all converts every one.
+    fsdp_float8_all_gather: FSDP2 all-gathers each converted weight as its 128x128 FP8 codes
+        and scales instead of bf16 (kerneld.torch.fsdp; out_features must be a multiple of
+        128 times the FSDP world size). Off by default."""
     dgrad: str = DEFAULT_DGRAD
     module_filter_fn: Optional[Callable[[nn.Module, str], bool]] = None
+    fsdp_float8_all_gather: bool = False
 
 
 def convert_to_float8_blockwise(
@@ -163,7 +171,10 @@ def convert_to_float8_blockwise(
     keep = module_filter_fn or config.module_filter_fn or default_filter
     if isinstance(model, nn.Linear) and not isinstance(model, Float8BlockwiseLinear):
         if keep(model, "") and _convertible(model, "(the model)", []):
-            return Float8BlockwiseLinear.from_linear(model, dgrad=dgrad)
+            new = Float8BlockwiseLinear.from_linear(model, dgrad=dgrad)
+            if config.fsdp_float8_all_gather:
+                wrap_weight(new)
+            return new
         return model
     swaps, skipped = [], []
     for fqn, module in model.named_modules():
@@ -175,7 +186,10 @@ def convert_to_float8_blockwise(
                 continue
             swaps.append((module, name, child))
     for parent, name, child in swaps:
-        setattr(parent, name, Float8BlockwiseLinear.from_linear(child, dgrad=dgrad))
+        new = Float8BlockwiseLinear.from_linear(child, dgrad=dgrad)
+        if config.fsdp_float8_all_gather:
+            wrap_weight(new)
+        setattr(parent, name, new)
     if skipped:
         logger.warning("kerneld: %d Linear layer(s) stay in their dtype: %s", len(skipped),
                        "; ".join(skipped))

@@ -15,6 +15,8 @@ current CUDA stream, or synchronously on the CPU backend.
     unpad(x, group_ends, rows, alignment) -> rows of x
     linear(x, weight, dgrad, save) -> (y, xt_codes, xt_scales)         differentiable
     linear_backward(dy, xt_codes, xt_scales, weight, dgrad, need_dx, need_dw) -> (dx, dw)
+    linear_fp8_weight(x, w_codes, w_scales, save), linear_fp8_weight_backward(...)
+                                                     the same on an already quantized weight
     grouped_linear(x, weight, group_ends, save) -> (y, xpt_codes, xpt_scales, wgrad_ends)
                                                                        differentiable
     grouped_linear_backward(dy, xpt_codes, xpt_scales, wgrad_ends, weight, group_ends, need_dx,
@@ -253,23 +255,15 @@ def _linear_outputs(x, weight, save, empty):
     return y, empty((k, mp), torch.uint8, x.device), _act_scales(k, mp, empty, x.device)
 
 
-@torch.library.custom_op("kerneld::linear", mutates_args=())
-def linear(x: Tensor, weight: Tensor, dgrad: str = "nn",
-           save: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
-    """Y = X·Wᵀ in blockwise FP8 for X (M,K) bf16/f32 and W (N,K), Y in X's dtype; with `save`,
-    also Xᵀ's 1x128 codes and scales for the backward (else two empty tensors)."""
-    _check_linear(x, weight, dgrad)
-    rt = default_runtime()
-    x, w = rt.place(x), rt.place(weight)
+def _linear_forward_ops(rt, x, y, xt, xts, w8, ws, save):
+    """The forward's ops after W's quantize: pad X when its tokens are off the block and its Xᵀ
+    is saved, quantize X (with Xᵀ in the same pass when saved), Y = X·Wᵀ."""
     m, k = x.shape
-    n = w.shape[0]
     device = x.device
-    y, xt, xts = _linear_outputs(x, w, save, _rt_empty)
     ops = []
     source = x
     if save and m % 128 != 0:
-        mp = xt.shape[1]
-        source = rt.empty((mp, k), x.dtype, device)
+        source = rt.empty((xt.shape[1], k), x.dtype, device)
         ops.append(kops.Pad(input=x, group_ends=rt.group_ends_of(m, device), output=source,
                             padded_group_ends=rt.empty((1,), torch.int32, device),
                             alignment=128))
@@ -282,11 +276,29 @@ def linear(x: Tensor, weight: Tensor, dgrad: str = "nn",
     else:
         ops.append(kops.Quantize(input=x, output=x8, scales=_written(xs), granularity="1x128",
                                  scale_layout=A_SCALE_LAYOUT))
+    ops.append(kops.Gemm(variant="nt", a=x8[:m], a_scales=xs[:m], b=w8, b_scales=ws, d=y))
+    return ops
+
+
+def _weight_codes(rt, w, device):
+    """W (N,K)'s 128x128 codes and scales, and the op that writes them."""
+    n, k = w.shape
     w8 = rt.empty((n, k), E4M3, device)
     ws = rt.empty(shapes.quantize_scales("128x128", n, k), torch.float32, device)
-    ops.append(kops.Quantize(input=w, output=w8, scales=ws, granularity="128x128"))
-    ops.append(kops.Gemm(variant="nt", a=x8[:m], a_scales=xs[:m], b=w8, b_scales=ws, d=y))
-    rt.submit(ops, device)
+    return w8, ws, kops.Quantize(input=w, output=w8, scales=ws, granularity="128x128")
+
+
+@torch.library.custom_op("kerneld::linear", mutates_args=())
+def linear(x: Tensor, weight: Tensor, dgrad: str = "nn",
+           save: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
+    """Y = X·Wᵀ in blockwise FP8 for X (M,K) bf16/f32 and W (N,K), Y in X's dtype; with `save`,
+    also Xᵀ's 1x128 codes and scales for the backward (else two empty tensors)."""
+    _check_linear(x, weight, dgrad)
+    rt = default_runtime()
+    x, w = rt.place(x), rt.place(weight)
+    y, xt, xts = _linear_outputs(x, w, save, _rt_empty)
+    w8, ws, quantize_w = _weight_codes(rt, w, x.device)
+    rt.submit([quantize_w] + _linear_forward_ops(rt, x, y, xt, xts, w8, ws, save), x.device)
     return y, xt, xts
 
 
@@ -296,29 +308,22 @@ def _(x, weight, dgrad="nn", save=True):
     return _linear_outputs(x, weight, save, _fake_empty(x))
 
 
-def _linear_backward_outputs(dy, weight, need_dx, need_dw, empty):
+def _linear_backward_outputs(dy, weight_shape, weight_dtype, need_dx, need_dw, empty):
     m, n = dy.shape
-    k = weight.shape[1]
+    k = weight_shape[1]
     dx = empty((m, k) if need_dx else (0,), dy.dtype, dy.device)
-    dw = empty((n, k) if need_dw else (0,), weight.dtype, dy.device)
+    dw = empty((n, k) if need_dw else (0,), weight_dtype, dy.device)
     return dx, dw
 
 
-@torch.library.custom_op("kerneld::linear_backward", mutates_args=())
-def linear_backward(dy: Tensor, xt: Tensor, xt_scales: Tensor, weight: Tensor, dgrad: str,
-                    need_dx: bool, need_dw: bool) -> Tuple[Tensor, Tensor]:
-    """dX (M,K) in dY's dtype and dW (N,K) in W's (each an empty tensor when not needed) from
-    dY (M,N), the forward's saved Xᵀ codes and scales, and W."""
-    rt = default_runtime()
-    dy, w = rt.place(dy), rt.place(weight)
-    xt, xt_scales = rt.place(xt), rt.place(xt_scales)
+def _linear_backward_ops(rt, dy, xt, xt_scales, dx, dw, dgrad_ops):
+    """The backward's ops: pad dY when its tokens are off the block and dW is asked for,
+    quantize dY (and dYᵀ in the same pass), then dgrad_ops(dy8, dys) (the dX GEMM and what it
+    needs of W) when dX is, and dW = dYᵀ·X (TN over the tokens) when dW is."""
+    need_dx, need_dw = dx.numel() > 0, dw.numel() > 0
     m, n = dy.shape
-    k = w.shape[1]
-    device = dy.device
-    dx, dw = _linear_backward_outputs(dy, w, need_dx, need_dw, _rt_empty)
-    if not (need_dx or need_dw):
-        return dx, dw
     mp = xt.shape[1]
+    device = dy.device
     ops = []
     source = dy
     if need_dw and mp != m:
@@ -347,29 +352,46 @@ def linear_backward(dy: Tensor, xt: Tensor, xt_scales: Tensor, weight: Tensor, d
         ops.append(kops.Quantize(input=source, output=dyt, scales=dyts, granularity="1x128",
                                  transpose_output=True))
     if need_dx:
-        if dgrad == "nt":
-            wt8 = rt.empty((k, n), E4M3, device)
-            wts = rt.empty(shapes.quantize_scales("128x128", k, n), torch.float32, device)
-            ops.append(kops.Quantize(input=w, output=wt8, scales=wts, granularity="128x128",
-                                     transpose_output=True))
-            ops.append(kops.Gemm(variant="nt", a=dy8[:m], a_scales=dys[:m], b=wt8, b_scales=wts,
-                                 d=dx))
-        else:
-            w8 = rt.empty((n, k), E4M3, device)
-            ws = rt.empty(shapes.quantize_scales("128x128", n, k), torch.float32, device)
-            ops.append(kops.Quantize(input=w, output=w8, scales=ws, granularity="128x128"))
-            ops.append(kops.Gemm(variant="nn", a=dy8[:m], a_scales=dys[:m], b=w8, b_scales=ws,
-                                 d=dx))
+        ops += dgrad_ops(dy8[:m], dys[:m])
     if need_dw:
         ops.append(kops.Gemm(variant="tn", a=dyt, a_scales=dyts, b=xt.view(E4M3),
                              b_scales=xt_scales, d=dw))
-    rt.submit(ops, device)
+    return ops
+
+
+@torch.library.custom_op("kerneld::linear_backward", mutates_args=())
+def linear_backward(dy: Tensor, xt: Tensor, xt_scales: Tensor, weight: Tensor, dgrad: str,
+                    need_dx: bool, need_dw: bool) -> Tuple[Tensor, Tensor]:
+    """dX (M,K) in dY's dtype and dW (N,K) in W's (each an empty tensor when not needed) from
+    dY (M,N), the forward's saved Xᵀ codes and scales, and W (quantized again here)."""
+    rt = default_runtime()
+    dy, w = rt.place(dy), rt.place(weight)
+    xt, xt_scales = rt.place(xt), rt.place(xt_scales)
+    n, k = w.shape
+    device = dy.device
+    dx, dw = _linear_backward_outputs(dy, w.shape, w.dtype, need_dx, need_dw, _rt_empty)
+    if not (need_dx or need_dw):
+        return dx, dw
+
+    def dgrad_ops(dy8, dys):
+        if dgrad == "nt":
+            wt8 = rt.empty((k, n), E4M3, device)
+            wts = rt.empty(shapes.quantize_scales("128x128", k, n), torch.float32, device)
+            return [kops.Quantize(input=w, output=wt8, scales=wts, granularity="128x128",
+                                  transpose_output=True),
+                    kops.Gemm(variant="nt", a=dy8, a_scales=dys, b=wt8, b_scales=wts, d=dx)]
+        w8, ws, quantize_w = _weight_codes(rt, w, device)
+        return [quantize_w, kops.Gemm(variant="nn", a=dy8, a_scales=dys, b=w8, b_scales=ws,
+                                      d=dx)]
+
+    rt.submit(_linear_backward_ops(rt, dy, xt, xt_scales, dx, dw, dgrad_ops), device)
     return dx, dw
 
 
 @linear_backward.register_fake
 def _(dy, xt, xt_scales, weight, dgrad, need_dx, need_dw):
-    return _linear_backward_outputs(dy, weight, need_dx, need_dw, _fake_empty(dy))
+    return _linear_backward_outputs(dy, weight.shape, weight.dtype, need_dx, need_dw,
+                                    _fake_empty(dy))
 
 
 def _linear_setup_context(ctx, inputs, output):
@@ -390,6 +412,59 @@ def _linear_backward(ctx, dy, _dxt, _dxts):
 
 
 linear.register_autograd(_linear_backward, setup_context=_linear_setup_context)
+
+
+# ----- linear on a weight already quantized (FSDP2's FP8 all-gather: kerneld.torch.fsdp) --------
+
+def _check_fp8_weight(w_codes, w_scales):
+    if w_codes.dtype != torch.uint8 or w_codes.dim() != 2 or w_scales.dtype != torch.float32:
+        raise ValueError("w_codes must be (N, K) uint8 e4m3fn codes and w_scales float32")
+
+
+@torch.library.custom_op("kerneld::linear_fp8_weight", mutates_args=())
+def linear_fp8_weight(x: Tensor, w_codes: Tensor, w_scales: Tensor,
+                      save: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
+    """kerneld::linear on W's 128x128 codes (uint8 e4m3fn bit patterns) and scales instead of W:
+    Y, and with `save` Xᵀ's codes and scales."""
+    _check_fp8_weight(w_codes, w_scales)
+    _check_linear(x, w_codes, "nn")
+    rt = default_runtime()
+    x, w8, ws = rt.place(x), rt.place(w_codes).view(E4M3), rt.place(w_scales)
+    y, xt, xts = _linear_outputs(x, w8, save, _rt_empty)
+    rt.submit(_linear_forward_ops(rt, x, y, xt, xts, w8, ws, save), x.device)
+    return y, xt, xts
+
+
+@linear_fp8_weight.register_fake
+def _(x, w_codes, w_scales, save=True):
+    return _linear_outputs(x, w_codes, save, _fake_empty(x))
+
+
+@torch.library.custom_op("kerneld::linear_fp8_weight_backward", mutates_args=())
+def linear_fp8_weight_backward(dy: Tensor, xt: Tensor, xt_scales: Tensor, w_codes: Tensor,
+                               w_scales: Tensor, weight_dtype: torch.dtype, need_dx: bool,
+                               need_dw: bool) -> Tuple[Tensor, Tensor]:
+    """kerneld::linear_backward on W's codes and scales: dX through NN on those codes, dW in
+    `weight_dtype`."""
+    rt = default_runtime()
+    dy = rt.place(dy)
+    xt, xt_scales = rt.place(xt), rt.place(xt_scales)
+    w8, ws = rt.place(w_codes).view(E4M3), rt.place(w_scales)
+    dx, dw = _linear_backward_outputs(dy, w8.shape, weight_dtype, need_dx, need_dw, _rt_empty)
+    if not (need_dx or need_dw):
+        return dx, dw
+
+    def dgrad_ops(dy8, dys):
+        return [kops.Gemm(variant="nn", a=dy8, a_scales=dys, b=w8, b_scales=ws, d=dx)]
+
+    rt.submit(_linear_backward_ops(rt, dy, xt, xt_scales, dx, dw, dgrad_ops), dy.device)
+    return dx, dw
+
+
+@linear_fp8_weight_backward.register_fake
+def _(dy, xt, xt_scales, w_codes, w_scales, weight_dtype, need_dx, need_dw):
+    return _linear_backward_outputs(dy, w_codes.shape, weight_dtype, need_dx, need_dw,
+                                    _fake_empty(dy))
 
 
 # ----- grouped linear (MoE experts) ------------------------------------------------------------

@@ -113,7 +113,8 @@
   X(quantize, Quantize, QUANTIZE, 1) \
   X(gemm, Gemm, GEMM, 2)             \
   X(pad, Pad, PAD, 3)                \
-  X(unpad, Unpad, UNPAD, 4)
+  X(unpad, Unpad, UNPAD, 4)          \
+  X(row_amax, RowAmax, ROW_AMAX, 5)
 
 #define KD_OP_FIELDS_quantize(T, E, B, I, F) \
   T(input, IN, REQUIRED)                     \
@@ -151,5 +152,9 @@
   T(group_ends, IN, REQUIRED)             \
   T(output, OUT, REQUIRED)                \
   I(alignment)
+
+#define KD_OP_FIELDS_row_amax(T, E, B, I, F) \
+  T(input, IN, REQUIRED)                     \
+  T(output, OUT, REQUIRED)
 
 #endif /* KERNELD_OP_TABLE_H_ */

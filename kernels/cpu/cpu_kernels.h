@@ -17,6 +17,7 @@ absl::Status RunCpu(const QuantizeArgs& args, ThreadPool& pool);
 absl::Status RunCpu(const GemmArgs& args, ThreadPool& pool);
 absl::Status RunCpu(const PadArgs& args, ThreadPool& pool);
 absl::Status RunCpu(const UnpadArgs& args, ThreadPool& pool);
+absl::Status RunCpu(const RowAmaxArgs& args, ThreadPool& pool);
 
 // `config`: its tunable parameters (CpuGemmConfig, gemm_config.h; autotune space "gemm"/"nt"/cpu);
 // the defaults are its untuned behaviour. The result does not depend on them.

@@ -593,6 +593,7 @@ class GpuBackend : public Backend {
   absl::Status SupportsOp(const QuantizeArgs&) const { return absl::OkStatus(); }
   absl::Status SupportsOp(const PadArgs&) const { return absl::OkStatus(); }
   absl::Status SupportsOp(const UnpadArgs&) const { return absl::OkStatus(); }
+  absl::Status SupportsOp(const RowAmaxArgs&) const { return absl::OkStatus(); }
   // On the op's device (where its output is; Run checks every tensor is on the stream's): the
   // device-capability rule (device_caps.h), then what the build's kernels implement (gpu_gemm.h).
   absl::Status SupportsOp(const GemmArgs& g) const {
@@ -635,6 +636,18 @@ class GpuBackend : public Backend {
     KD_ASSIGN_OR_RETURN(p.scratch, s.Scratch(cuda::PadScratchBytes(p.groups)));
     KD_ASSIGN_OR_RETURN(p.error, s.TakeCheck());
     return Check(cuda::LaunchUnpad(p, s.stream()), "unpad launch");
+  }
+
+  absl::Status Launch(const RowAmaxArgs& a, GpuStream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    cuda::RowAmaxParams p;
+    p.input = a.input.data;
+    p.input_dtype = a.input.dtype == DType::kF32 ? 0 : a.input.dtype == DType::kBF16 ? 1 : 2;
+    p.rows = a.input.shape[0];
+    p.cols = a.input.shape[1];
+    p.input_row_stride = a.input.strides[0];
+    p.output = a.output.as<float>();
+    p.output_stride = a.output.strides[0];
+    return Check(cuda::LaunchRowAmax(p, s.stream()), "row_amax launch");
   }
 
   // The parameters pad and unpad share.

@@ -71,6 +71,18 @@ cudaError_t LaunchPad(const PadParams& params, cudaStream_t stream);
 // out_rows, and that the padded row count fits in in_rows.
 cudaError_t LaunchUnpad(const PadParams& params, cudaStream_t stream);
 
+struct RowAmaxParams {
+  const void* input = nullptr;  // (rows, cols)
+  int32_t input_dtype = 0;      // 0 f32, 1 bf16, 2 f16
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t input_row_stride = 0;  // elements
+  float* output = nullptr;       // (rows)
+  int64_t output_stride = 0;     // elements
+};
+// output[r] = the largest |input[r, c]| (NaN if the row holds one), exactly.
+cudaError_t LaunchRowAmax(const RowAmaxParams& params, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace KD_GPU_NS
 }  // namespace kd

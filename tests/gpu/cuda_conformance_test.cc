@@ -772,6 +772,39 @@ TEST(CudaConformance, PadAndUnpadMatchCpuBitForBit) {
   }
 }
 
+TEST(CudaConformance, RowAmaxMatchesCpuBitForBit) {
+  KD_REQUIRE_CUDA(gpu);
+  auto cpu = CreateCpuBackend(2);
+  auto cpu_stream = cpu->CreateStream(0).value();
+  auto stream = gpu->CreateStream(0).value();
+  std::mt19937_64 rng(7);
+  struct Case {
+    int64_t rows, cols, stride;
+    DType dtype;
+  };
+  const Case cases[] = {{1000, 4096, 4096, DType::kBF16},
+                        {3, 77, 80, DType::kF32},
+                        {8192, 128, 200, DType::kF16},
+                        {1, 14336, 14336, DType::kBF16}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.rows, "x", c.cols, " ", DTypeName(c.dtype)));
+    const std::vector<uint8_t> input = RandomInput(c.dtype, c.rows, c.stride, rng);
+    std::vector<uint8_t> out(c.rows * 4, kPoison);
+    auto make = [&](const void* in, void* o, DeviceLoc loc) {
+      RowAmaxArgs a;
+      a.input = MakeTensor(const_cast<void*>(in), c.dtype, {c.rows, c.cols}, c.stride, loc);
+      a.output = MakeTensor(o, DType::kF32, {c.rows}, 0, loc);
+      return Op(a);
+    };
+    const Op cpu_op = make(input.data(), out.data(), kCpu);
+    ASSERT_TRUE(RunOp(*cpu, cpu_op, *cpu_stream, nullptr).ok());
+    DeviceBuffer d_in(*gpu, input), d_out(*gpu, std::vector<uint8_t>(out.size(), kPoison));
+    ASSERT_TRUE(RunOp(*gpu, make(d_in.data(), d_out.data(), kGpu), *stream, nullptr).ok());
+    ASSERT_TRUE(gpu->Synchronize(*stream).ok());
+    ASSERT_EQ(d_out.Read(out.size()), out);
+  }
+}
+
 // A pad whose group ends break a rule: the op enqueues, the stream's Synchronize reports
 // INVALID_ARGUMENT naming the group, no output row is written, and the stream keeps working.
 struct BadEnds {

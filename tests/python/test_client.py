@@ -39,7 +39,7 @@ def test_library_is_found_and_versioned(monkeypatch, tmp_path):
 
 def test_ops_and_enums_are_the_librarys_table():
     # One class per op of include/kerneld/op_table.h, its fields in the table's order.
-    assert list(kerneld.OPS) == ["quantize", "gemm", "pad", "unpad"]
+    assert list(kerneld.OPS) == ["quantize", "gemm", "pad", "unpad", "row_amax"]
     assert [f.name for f in kerneld.Gemm.spec.fields] == [
         "variant", "a", "a_scales", "b", "b_scales", "d", "accumulate", "group_ends"]
     assert kerneld.Quantize.spec.kind == 1 and kerneld.Unpad.spec.kind == 4
@@ -72,6 +72,15 @@ def test_no_number_stands_for_an_op_or_an_enum_in_the_package():
                         if pattern.search(line):
                             offenders.append(f"{path}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_row_amax_through_the_derived_op_class(kd):
+    # An op of the table reaches Python with no binding code of its own.
+    x = kd.asarray(np.array([[1.0, -3.5, 2.0], [0.0, 0.0, 0.0], [7.0, -7.25, 1.0]],
+                            np.float32), "bf16")
+    out = kd.empty((3,), "f32")
+    kd.run(kerneld.RowAmax(input=x, output=out))
+    assert out.tolist() == [3.5, 0.0, 7.25]
 
 
 def test_connecting_to_no_daemon_raises_unavailable(tmp_path):

@@ -85,6 +85,13 @@ def test_pad_ops_pass_opcheck(operands):
     assert torch.equal(back, x)
 
 
+def test_row_amax_passes_opcheck_and_is_exact(operands):
+    x, _ = operands
+    check(K.row_amax.default, (x,))
+    check(K.row_amax.default, (x.float()[:, 5:300],))
+    assert torch.equal(K.row_amax(x), x.float().abs().amax(dim=1))
+
+
 @pytest.mark.parametrize("dgrad", ["nn", "nt"])
 @pytest.mark.parametrize("tokens", [256, 200])
 def test_linear_ops_pass_opcheck(operands, dgrad, tokens):

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -184,16 +185,48 @@ struct OpTraits<UnpadArgs> {
   static uint32_t VariantKey(const UnpadArgs& args);
 };
 
-// Every op, in the order of KD_OPS (checked below): alternative i is the op numbered i + 1.
-// Its index is the op's number in metrics keys (OpLabelKey).
-using Op = std::variant<QuantizeArgs, GemmArgs, PadArgs, UnpadArgs>;
+// The largest magnitude of each row (kerneld.proto's RowAmaxOp).
+struct RowAmaxArgs {
+  Tensor input;
+  Tensor output;
+};
+
+template <>
+struct OpTraits<RowAmaxArgs> {
+  using Args = RowAmaxArgs;
+  static constexpr absl::string_view kName = "row_amax";
+  static constexpr OpTensorField<Args> kTensors[] = {KD_OPS_TENSORS(row_amax)};
+  static constexpr Tensor Args::*kDTypeFrom = &Args::input;
+  static constexpr Tensor Args::*kDTypeTo = nullptr;
+  static absl::Status Validate(const RowAmaxArgs& args);
+  static std::string VariantLabel(const RowAmaxArgs& args) { return "rows"; }
+  static uint32_t VariantKey(const RowAmaxArgs& args) { return 0; }
+};
+
+namespace internal {
+// std::variant of the types before the trailing `void` (the X-macro expansion below ends its
+// list with one).
+template <typename List, typename... Ts>
+struct VariantOf;
+template <typename... Done>
+struct VariantOf<std::tuple<Done...>, void> {
+  using type = std::variant<Done...>;
+};
+template <typename... Done, typename T, typename... Rest>
+struct VariantOf<std::tuple<Done...>, T, Rest...> {
+  using type = typename VariantOf<std::tuple<Done..., T>, Rest...>::type;
+};
+}  // namespace internal
+
+// Every op, one alternative per entry of KD_OPS, in its order: alternative i is the op numbered
+// i + 1. Its index is the op's number in metrics keys (OpLabelKey).
+#define KD_OPS_ARGS_(name, Name, UPPER, number) Name##Args,
+using Op = internal::VariantOf<std::tuple<>, KD_OPS(KD_OPS_ARGS_) void>::type;
+#undef KD_OPS_ARGS_
 inline constexpr size_t kOpCount = std::variant_size_v<Op>;
-#define KD_OPS_ONE_(...) +1
-static_assert(kOpCount == 0 KD_OPS(KD_OPS_ONE_), "kd::Op lists every op of kerneld/op_table.h");
-#undef KD_OPS_ONE_
-#define KD_OPS_CHECK_ORDER_(name, Name, UPPER, number)                                         \
-  static_assert(std::is_same_v<std::variant_alternative_t<number - 1, Op>, Name##Args>,        \
-                "kd::Op's alternative " #number " - 1 is " #Name "Args (kerneld/op_table.h)"); \
+#define KD_OPS_CHECK_ORDER_(name, Name, UPPER, number)                                  \
+  static_assert(std::is_same_v<std::variant_alternative_t<number - 1, Op>, Name##Args>, \
+                #Name " is op number " #number " of kerneld/op_table.h");               \
   static_assert(OpTraits<Name##Args>::kName == absl::string_view(#name));
 KD_OPS(KD_OPS_CHECK_ORDER_)
 #undef KD_OPS_CHECK_ORDER_

@@ -18,6 +18,7 @@
 // What it does not prove: that the kernels compute the right bytes on an AMD GPU (no AMD GPU has
 // run them), their speed, or that the 32-lane groups of vendor.h (kLaneGroup) reduce as intended
 // on a wavefront of 64; those need an MI200/MI300 and the suite of tests/gpu.
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -36,17 +37,11 @@
 
 namespace {
 
-const char* const kSources[] = {"fp8_encode_check",
-                                "pad",
-                                "quantize_blockwise_e4m3fn",
-                                "quantize_blockwise_e4m3fnuz",
-                                "quantize_blockwise_e5m2",
-                                "quantize_rowcol",
-                                "quantize_tiled",
-                                "transpose_fp8",
-                                "transpose_scales"};
+// Every source of the portable kernels (kernels/gpu/*.cu, from the build).
+const char* const kSources[] = {KD_AMD_SOURCES};
 
-// Every kernel family of the backend (a part of the mangled name).
+// The kernel families the backend must hold (a part of the mangled name); a kernel of a family not
+// listed here is checked as every other is.
 const char* const kFamilies[] = {"Fp8EncodeCheckKernel", "GroupOffsetsKernel",
                                  "CopyGroupRowsKernel",  "QuantizeBlockwiseKernel",
                                  "QuantizeTiledKernel",  "RowBlocksKernel",
@@ -86,11 +81,17 @@ std::map<std::string, Kernel> ReadArchUncached(const std::string& arch) {
   return kernels;
 }
 
+// The listed family of `symbol`, else the mangled name's first identifier ending in "Kernel" (every
+// __global__ function's name does), else "".
 std::string FamilyOf(const std::string& symbol) {
   for (const char* family : kFamilies) {
     if (symbol.find(family) != std::string::npos) return family;
   }
-  return "";
+  const size_t end = symbol.find("Kernel");
+  if (end == std::string::npos) return "";
+  size_t begin = end;
+  while (begin > 0 && std::isalpha(static_cast<unsigned char>(symbol[begin - 1]))) --begin;
+  return symbol.substr(begin, end + 6 - begin);
 }
 
 class HipKernelsIsaTest : public ::testing::TestWithParam<std::string> {};

@@ -13,6 +13,7 @@ current CUDA stream, or synchronously on the CPU backend.
                                                                        m_grouped_nt, k_grouped_tn
     pad(x, group_ends, alignment) -> (padded, padded_group_ends)
     unpad(x, group_ends, rows, alignment) -> rows of x
+    row_amax(x) -> the largest |x| of each row, float32
     linear(x, weight, dgrad, save) -> (y, xt_codes, xt_scales)         differentiable
     linear_backward(dy, xt_codes, xt_scales, weight, dgrad, need_dx, need_dw) -> (dx, dw)
     linear_fp8_weight(x, w_codes, w_scales, save), linear_fp8_weight_backward(...)
@@ -230,6 +231,24 @@ def unpad(x: Tensor, group_ends: Tensor, rows: int, alignment: int) -> Tensor:
 @unpad.register_fake
 def _(x, group_ends, rows, alignment):
     return x.new_empty((rows, x.shape[1]))
+
+
+# ----- row_amax --------------------------------------------------------------------------------
+
+@torch.library.custom_op("kerneld::row_amax", mutates_args=())
+def row_amax(x: Tensor) -> Tensor:
+    """The largest magnitude of each row of x (R,C) f32/bf16/f16, exactly, as float32 (R) (NaN
+    for a row holding one): the range an FP8 recipe must cover, per token or channel."""
+    rt = default_runtime()
+    src = rt.place(x)
+    out = rt.empty((x.shape[0],), torch.float32, x.device)
+    rt.submit([kops.RowAmax(input=src, output=out)], x.device)
+    return out
+
+
+@row_amax.register_fake
+def _(x):
+    return x.new_empty((x.shape[0],), dtype=torch.float32)
 
 
 # ----- linear ----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 # and then under MPS, everything under OUT_DIR.
 #   run_gpu.sh BUNDLE OUT_DIR [nomps|mps|both] [STEPS...]
 # STEPS: any of tests, linear, llama, moe (all by default). TRAIN_ARGS adds arguments to every
-# train_llama.py run (e.g. TRAIN_ARGS="--steps 300").
+# train_llama.py run (e.g. TRAIN_ARGS="--steps 300"), LINEAR_ARGS to linear_bench.py's.
 # BUNDLE is torch.tar.xz from bench/torch/bundle.sh (or the folder it unpacks to): kerneld,
 # kctl, libkerneld_c.so and their libraries. The Python package is this checkout's
 # client/python (PYTHONPATH; nothing is installed).
@@ -72,7 +72,7 @@ for mode in $modes; do
     fi
     if has linear; then
       KD_MPS=$mode KD_COMMIT=$commit timeout 420 "$py" "$repo/bench/torch/linear_bench.py" \
-        --socket "$sock/data.sock" --metrics "http://127.0.0.1:$port/metrics" \
+        --socket "$sock/data.sock" --metrics "http://127.0.0.1:$port/metrics" ${LINEAR_ARGS:-} \
         > "$out/$mode/bench.json" 2> "$out/$mode/bench.log"
       echo "=== $mode bench rc=$?"
     fi

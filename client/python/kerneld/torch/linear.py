@@ -116,8 +116,8 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
 # ----- conversion ------------------------------------------------------------------------------
 
 # Measured rule of the default filter (docs/decisions/0018-default-float8-filter.md): a Linear
-# stays in bf16 when either dimension is below MIN_FEATURES, where FP8 through the daemon lost to
-# bf16 at 8192 tokens.
+# stays in bf16 when either dimension is below MIN_FEATURES or in * out is below
+# MIN_OUT_FEATURES_TIMES_IN, the shapes where FP8 through the daemon lost to bf16 at 8192 tokens.
 MIN_FEATURES = 4096
 MIN_OUT_FEATURES_TIMES_IN = 4096 * 8192
 

@@ -70,8 +70,16 @@ TEST(AutotuneAdminTest, TuneStreamsProgressStoresTheChoiceAndSurvivesARestart) {
       EXPECT_GT(progress[i].tuned_seconds(), 0);
       EXPECT_EQ(progress[i].shape().m(), i == 0 ? 64 : 32);
       EXPECT_TRUE(ParseCpuGemmConfig(progress[i].config()).ok()) << progress[i].config();
+      // Every candidate's correctness run, warm-up and 5 timed runs, the default's at least.
+      const v1::TuneTimeline& t = progress[i].timeline();
+      EXPECT_GE(t.kernel_runs(), 7u);
+      EXPECT_EQ(t.budget_seconds(), 0);
+      EXPECT_GT(t.last_run_start_seconds(), 0);
+      EXPECT_LE(t.last_run_start_seconds(), t.last_run_end_seconds());
+      EXPECT_LE(t.last_run_end_seconds(), t.end_seconds());
     }
     EXPECT_TRUE(progress[2].done());
+    EXPECT_FALSE(progress[2].has_timeline());
     const v1::ListCacheResponse list = List(d);
     ASSERT_EQ(list.entries_size(), 2);
     EXPECT_EQ(list.path().rfind(cache_dir.path(), 0), 0u) << list.path();

@@ -9,6 +9,7 @@
 #include "kerneld/kernels/autotune.h"
 #include "kerneld/kernels/cpu_backend.h"
 #include "tests/support/test_daemon.h"
+#include "tests/support/wait.h"
 
 namespace kd {
 namespace testing {
@@ -152,12 +153,9 @@ TEST(AutotuneAdminTest, BackgroundTuningServesTheTunedConfigWhenReady) {
   grpc::ClientContext ctx;
   v1::OpResponse resp;
   ASSERT_TRUE(d.data().Gemm(&ctx, r, &resp).ok());  // the miss runs the default at once
-  int entries = 0;
-  for (int i = 0; i < 200 && entries == 0; ++i) {
-    entries = List(d).entries_size();
-    if (entries == 0) usleep(50 * 1000);
-  }
-  ASSERT_EQ(entries, 1);
+  // The background tuner stores the key once it is tuned.
+  ASSERT_TRUE(WaitFor([&] { return List(d).entries_size() != 0; }));
+  ASSERT_EQ(List(d).entries_size(), 1);
   EXPECT_NE(List(d).entries(0).key().find(":m8:n16:k128:"), std::string::npos);
 }
 

@@ -4,6 +4,8 @@
 #   make test    everything CI runs (.ci/run): check, the Debian packages (package-test), the
 #                whole suite again under ASan and UBSan (sanitize), and each fuzz target for
 #                FUZZ_SECONDS (fuzz)
+#   make stress  the suites of check and sanitize STRESS_RUNS times each beside two CPU hogs,
+#                listing every test that failed even once (scripts/stress-tests.sh)
 BUILD     ?= build
 SAN_BUILD ?= build-asan
 BUILD_TYPE ?= RelWithDebInfo
@@ -13,11 +15,13 @@ RUN_DIR   ?= $(CURDIR)/run
 METRICS   ?= 127.0.0.1:9464
 BACKEND   ?= auto
 FUZZ_SECONDS ?= 25
+STRESS_RUNS ?= 5
 # The sanitizer and fuzz build: Debian's clang (libFuzzer and the sanitizer runtimes).
 SAN_CC    ?= clang-14
 SAN_CXX   ?= clang++-14
 
-.PHONY: all deps configure build run check test package sanitize-build sanitize fuzz bench clean
+.PHONY: all deps configure build run check test package sanitize-build sanitize fuzz stress bench \
+        clean
 
 all: build
 
@@ -37,8 +41,9 @@ run: build
 	$(BUILD)/server/kerneld --socket=$(RUN_DIR)/kerneld.sock --admin_socket=$(RUN_DIR)/admin.sock \
 	  --metrics_address=$(METRICS) --backend=$(BACKEND)
 
+CHECK_EXCLUDE = gpu
 check: build
-	cd $(BUILD) && ctest --output-on-failure -j 2 --label-exclude gpu
+	cd $(BUILD) && ctest --output-on-failure -j 2 --label-exclude "$(CHECK_EXCLUDE)"
 
 # build/kerneld_<version>_amd64.deb and kerneld-dev, checked (scripts/package-test.sh: as root
 # in CI it installs them with dpkg -i, starts the installed daemon and purges them again).
@@ -56,15 +61,22 @@ sanitize-build: deps
 # test (python3 is not built with ASan, so it cannot load the sanitized libkerneld_c.so).
 # handle_sigbus=0: shm_guard_test checks that a truncated mapping still kills a process with
 # SIGBUS, which ASan would turn into a report and an abort.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_sigbus=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+SAN_EXCLUDE = gpu|python
 sanitize: sanitize-build
-	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_sigbus=0 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j 2 --label-exclude "gpu|python"
+	cd $(SAN_BUILD) && env $(SAN_ENV) ctest --output-on-failure -j 2 --label-exclude "$(SAN_EXCLUDE)"
 
 fuzz: sanitize-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(SAN_BUILD)
 
 test: check package sanitize fuzz
+
+# No test may depend on an idle machine: both suites, as check and sanitize run them, with two
+# busy loops beside them. Logs in a new /tmp/kd-stress.* directory, named in the report.
+stress: build sanitize-build
+	@scripts/stress-tests.sh --runs $(STRESS_RUNS) --build $(BUILD) --exclude "$(CHECK_EXCLUDE)" \
+	  --sanitize-build $(SAN_BUILD) --sanitize-exclude "$(SAN_EXCLUDE)" --sanitize-env "$(SAN_ENV)"
 
 bench: build
 	@echo "see bench/README.md for how each benchmark is run"

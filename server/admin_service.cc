@@ -1,6 +1,7 @@
 // The admin plane. Served trusted on the admin socket (mode 0600) and denied on the data socket,
 // so a trainer connection that calls an admin method gets PERMISSION_DENIED.
 #include "absl/strings/str_cat.h"
+#include "kerneld/kernels/shm_guard.h"
 #include "kerneld/kernels/status_macros.h"
 #include "server/autotune_admin.h"
 #include "server/rpc_call.h"
@@ -137,6 +138,7 @@ class AdminService final : public v1::Admin::CallbackService {
     resp->set_ops_failed(daemon_->executor().ops_failed());
     resp->set_data_socket(daemon_->options().data_socket);
     resp->set_metrics_address(daemon_->metrics().address());
+    resp->set_shm_faults(ShmFaultCount());
   }
 
   Daemon* const daemon_;

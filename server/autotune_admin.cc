@@ -116,6 +116,12 @@ class TuneReactor : public grpc::ServerWriteReactor<v1::TuneProgress> {
     last_total_ = e.total;
     *p.mutable_shape() = TuneShapeToProto(e.key);
     p.set_eta_seconds(e.eta_seconds);
+    v1::TuneTimeline* t = p.mutable_timeline();
+    t->set_budget_seconds(e.timeline.budget_seconds);
+    t->set_kernel_runs(static_cast<uint32_t>(e.timeline.kernel_runs));
+    t->set_last_run_start_seconds(e.timeline.last_run_start_seconds);
+    t->set_last_run_end_seconds(e.timeline.last_run_end_seconds);
+    t->set_end_seconds(e.timeline.end_seconds);
     if (!e.status.ok()) {
       p.set_error(e.status.ToString());
       return p;

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +68,39 @@ HarnessFactory HarnessFor(Backend* backend, int device) {
   };
 }
 
+// A harness that counts its kernel's runs, by whether the tune had been cancelled when the run
+// started (the tuner polls the cancellation before every run, so at most one run per cancelled
+// tune, one whose start raced the cancel, is counted as cancelled), and that is one of the
+// shapes being tuned while it lives: a tune makes one harness per shape.
+class CountedHarness final : public TuneHarness {
+ public:
+  CountedHarness(std::unique_ptr<TuneHarness> inner, prometheus::Counter& runs,
+                 prometheus::Counter& cancelled_runs, prometheus::Gauge& active, CancelFn cancelled)
+      : inner_(std::move(inner)),
+        runs_(runs),
+        cancelled_runs_(cancelled_runs),
+        active_(active),
+        cancelled_(std::move(cancelled)) {
+    active_.Increment();
+  }
+  ~CountedHarness() override { active_.Decrement(); }
+
+  absl::Status Run(absl::string_view config) override {
+    (cancelled_ && cancelled_() ? cancelled_runs_ : runs_).Increment();
+    return inner_->Run(config);
+  }
+  absl::Status CheckOutput() override { return inner_->CheckOutput(); }
+  void EvictCaches() override { inner_->EvictCaches(); }
+  std::optional<double> DeviceSeconds() const override { return inner_->DeviceSeconds(); }
+
+ private:
+  const std::unique_ptr<TuneHarness> inner_;
+  prometheus::Counter& runs_;
+  prometheus::Counter& cancelled_runs_;
+  prometheus::Gauge& active_;
+  const CancelFn cancelled_;
+};
+
 absl::Status CheckShape(const GemmTuneShape& s, size_t index) {
   const std::string field = absl::StrCat("shapes[", index, "].");
   if (s.variant == GemmVariant::kInvalid) {
@@ -112,6 +147,22 @@ AutotuneManager::AutotuneManager(BackendRegistry* backends, Metrics* metrics,
                   .Help("Entries in the tune caches.")
                   .Register(r)
                   .Add({});
+  auto& kernel_runs =
+      prometheus::BuildCounter()
+          .Name("kerneld_autotune_kernel_runs_total")
+          .Help(
+              "Kernel runs of the tuning harnesses (correctness, warm-up and timed; kctl tune and "
+              "background), by whether the tune had been cancelled when the run started "
+              "(state=cancelled: at most one per cancelled tune, the run whose start raced the "
+              "cancel).")
+          .Register(r);
+  kernel_runs_ = &kernel_runs.Add({{"state", "tuning"}});
+  cancelled_kernel_runs_ = &kernel_runs.Add({{"state", "cancelled"}});
+  tunes_active_ = &prometheus::BuildGauge()
+                       .Name("kerneld_autotune_tunes_active")
+                       .Help("Shapes being tuned now (kctl tune and background).")
+                       .Register(r)
+                       .Add({});
 }
 
 AutotuneManager::~AutotuneManager() {
@@ -183,8 +234,9 @@ absl::Status AutotuneManager::Start() {
       if (options_.background && c->harness) {
         ModelCache* raw = c.get();
         c->background = std::make_unique<BackgroundTuner>(
-            *c->cache, ConfigSpaceRegistry::Builtin(), c->harness, std::make_unique<WallTimer>(),
-            options_.tune, [this, raw](const TuneProgressEvent& e) {
+            *c->cache, ConfigSpaceRegistry::Builtin(),
+            Counted(c->harness, [this] { return stopping_.load(std::memory_order_relaxed); }),
+            std::make_unique<WallTimer>(), options_.tune, [this, raw](const TuneProgressEvent& e) {
               Record(e);
               if (e.status.ok()) Persist(*raw);
             });
@@ -415,14 +467,17 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
       c->harness ? c->harness : HarnessFactory([backend, device = job.device](const TuneKey& key) {
         return backend->CreateTuneHarness(key, "", device);  // UNIMPLEMENTED: it tunes nothing
       });
+  const CancelFn stop = [&] {
+    return stopping_.load(std::memory_order_relaxed) || (cancelled && cancelled());
+  };
   WallTimer timer;
   const TuneBatchSummary summary = TuneKeys(
-      keys, *c->cache, ConfigSpaceRegistry::Builtin(), harness, timer, options,
+      keys, *c->cache, ConfigSpaceRegistry::Builtin(), Counted(harness, stop), timer, options,
       [&](const TuneProgressEvent& e) {
         Record(e);
         if (progress) progress(e);
       },
-      [&] { return stopping_.load(std::memory_order_relaxed) || (cancelled && cancelled()); });
+      stop);
   if (summary.tuned > 0) Persist(*c);
   if (summary.cancelled) {
     Log("autotune: tune cancelled after %d of %zu shapes (%s)", summary.tuned, keys.size(),
@@ -433,6 +488,16 @@ absl::Status AutotuneManager::Tune(const TuneJob& job,
     return absl::CancelledError("the tune was cancelled");
   }
   return absl::OkStatus();
+}
+
+HarnessFactory AutotuneManager::Counted(HarnessFactory make, CancelFn cancelled) const {
+  return [this, make = std::move(make), cancelled = std::move(cancelled)](
+             const TuneKey& key) -> absl::StatusOr<std::unique_ptr<TuneHarness>> {
+    absl::StatusOr<std::unique_ptr<TuneHarness>> harness = make(key);
+    if (!harness.ok()) return harness.status();
+    return std::make_unique<CountedHarness>(*std::move(harness), *kernel_runs_,
+                                            *cancelled_kernel_runs_, *tunes_active_, cancelled);
+  };
 }
 
 void AutotuneManager::Persist(ModelCache& c) const {

@@ -5,6 +5,11 @@
 // The request path (Configure) never waits for tuning: a hit runs the cached config, a miss the
 // space's heuristic default, counted in kerneld_autotune_lookups_total{result} and, with
 // background tuning on, queued for the BackgroundTuner. Thread-safe.
+//
+// What tuning does is counted where an operator (or a test) can check it: every run of a tuning
+// harness's kernel in kerneld_autotune_kernel_runs_total{state}, "cancelled" when its tune had
+// already been cancelled as it started (at most one per cancelled tune, since the tuner polls the
+// cancellation before every run), and the shapes being tuned now in kerneld_autotune_tunes_active.
 #ifndef KERNELD_SERVER_AUTOTUNE_MANAGER_H_
 #define KERNELD_SERVER_AUTOTUNE_MANAGER_H_
 
@@ -108,6 +113,9 @@ class AutotuneManager {
   void Persist(ModelCache& cache) const;
   absl::Status ImportAtStart(const std::string& path);
   void Record(const TuneProgressEvent& event);
+  // `make`, with each harness counted in the tuning metrics (kernel runs, by whether `cancelled`
+  // was true as each started; tunes active while the harness lives).
+  HarnessFactory Counted(HarnessFactory make, CancelFn cancelled) const;
 
   BackendRegistry* const backends_;
   const AutotuneOptions options_;
@@ -118,6 +126,9 @@ class AutotuneManager {
   prometheus::Counter* runs_;
   prometheus::Histogram* duration_;
   prometheus::Gauge* entries_;
+  prometheus::Counter* kernel_runs_;
+  prometheus::Counter* cancelled_kernel_runs_;
+  prometheus::Gauge* tunes_active_;
 };
 
 }  // namespace kd

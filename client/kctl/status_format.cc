@@ -166,6 +166,7 @@ std::string FormatStatusJson(const v1::StatusResponse& status) {
   w.Key("buffer_bytes").Uint(status.buffer_bytes());
   w.Key("ops_completed").Uint(status.ops_completed());
   w.Key("ops_failed").Uint(status.ops_failed());
+  w.Key("shm_faults").Uint(status.shm_faults());
   w.EndObject();
   return w.str();
 }

@@ -24,7 +24,7 @@ std::string FormatStatusTable(const kerneld::v1::StatusResponse& status);
 //             memory_pooled_bytes, memory_imported_bytes},
 //   sessions[]{session_id, client_name, buffers, buffer_bytes, age_seconds, idle_seconds,
 //              lease_seconds},
-//   sessions_active, buffers_registered, buffer_bytes, ops_completed, ops_failed.
+//   sessions_active, buffers_registered, buffer_bytes, ops_completed, ops_failed, shm_faults.
 std::string FormatStatusJson(const kerneld::v1::StatusResponse& status);
 
 // "0 B", "512 B", "1.5 KiB", "3.0 MiB", "15.6 GiB", "2.0 TiB".

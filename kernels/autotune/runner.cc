@@ -28,8 +28,9 @@ TuneProgressEvent TuneOne(const TuneKey& key, TuneCache& cache, const ConfigSpac
     event.status = harness.status();
     return event;
   }
-  absl::StatusOr<TuneResult> result = Tune(key, spaces, **harness, timer, options,
-                                           current.has_value() ? current->config : "", cancelled);
+  absl::StatusOr<TuneResult> result =
+      Tune(key, spaces, **harness, timer, options, current.has_value() ? current->config : "",
+           cancelled, &event.timeline);
   if (!result.ok()) {
     event.status = result.status();
     return event;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "kerneld/kernels/autotune_tuner.h"
 
@@ -39,25 +40,23 @@ constexpr int kMinSamples = 3;
 class Measurer {
  public:
   Measurer(TuneHarness& harness, Timer& timer, const TuneOptions& options,
-           const CancelFn& cancelled, double deadline)
+           const CancelFn& cancelled, double start, double deadline, TuneTimeline& timeline)
       : harness_(harness),
         timer_(timer),
         options_(options),
         cancelled_(cancelled),
-        deadline_(deadline) {}
+        start_(start),
+        deadline_(deadline),
+        timeline_(timeline) {}
 
   // Correctness first, then warm-up, then the timed repeats. A measurement the deadline cuts
   // has status DEADLINE_EXCEEDED and the timed runs made so far in `measured`.
   CandidateResult Measure(const std::string& config) {
     CandidateResult r;
     r.config = config;
-    r.status = Stop(config, 0);
-    if (r.status.ok()) r.status = harness_.Run(config);
+    r.status = RunUntimed(config);
     if (r.status.ok()) r.status = harness_.CheckOutput();
-    for (int i = 0; r.status.ok() && i < options_.warmup; ++i) {
-      r.status = Stop(config, 0);
-      if (r.status.ok()) r.status = harness_.Run(config);
-    }
+    for (int i = 0; r.status.ok() && i < options_.warmup; ++i) r.status = RunUntimed(config);
     if (!r.status.ok()) return r;
     std::vector<double> samples;
     for (int i = 0; i < options_.repeats; ++i) {
@@ -93,23 +92,39 @@ class Measurer {
   bool past_deadline() { return deadline_ > 0 && timer_.Now() >= deadline_; }
 
  private:
-  // Whether the next run may start: CANCELLED or DEADLINE_EXCEEDED (naming how far `config`
-  // got) when not.
-  absl::Status Stop(const std::string& config, int timed_runs) {
+  // Whether the next run may start, decided on one reading of the clock, which is also the
+  // run's start in the timeline: CANCELLED or DEADLINE_EXCEEDED (naming how far `config` got)
+  // when not. Every run of the kernel passes here.
+  absl::Status Admit(const std::string& config, int timed_runs) {
     if (cancelled()) return absl::CancelledError("the tune was cancelled");
-    if (past_deadline()) {
+    const double now = timer_.Now();
+    if (deadline_ > 0 && now >= deadline_) {
       return absl::DeadlineExceededError(
           absl::StrCat("budget_seconds=", options_.budget_seconds, " ran out while measuring ",
                        config, " (", timed_runs, " of ", options_.repeats, " timed runs)"));
     }
+    ++timeline_.kernel_runs;
+    timeline_.last_run_start_seconds = now - start_;
     return absl::OkStatus();
   }
 
+  void Ended() { timeline_.last_run_end_seconds = timer_.Now() - start_; }
+
+  // A correctness or warm-up run (before any timed one, hence "0 of N timed runs").
+  absl::Status RunUntimed(const std::string& config) {
+    const absl::Status admitted = Admit(config, 0);
+    if (!admitted.ok()) return admitted;
+    const absl::Status s = harness_.Run(config);
+    Ended();
+    return s;
+  }
+
   absl::StatusOr<double> TimeOnce(const std::string& config, int timed_runs) {
-    const absl::Status stop = Stop(config, timed_runs);
-    if (!stop.ok()) return stop;
+    const absl::Status admitted = Admit(config, timed_runs);
+    if (!admitted.ok()) return admitted;
     harness_.EvictCaches();
     absl::StatusOr<double> t = timer_.Time(config, [&] { return harness_.Run(config); });
+    Ended();
     if (!t.ok()) return t;
     if (const std::optional<double> device = harness_.DeviceSeconds()) return *device;
     return t;
@@ -119,7 +134,9 @@ class Measurer {
   Timer& timer_;
   const TuneOptions& options_;
   const CancelFn& cancelled_;
+  const double start_;     // on Timer::Now()
   const double deadline_;  // on Timer::Now(); 0: none
+  TuneTimeline& timeline_;
 };
 
 // A measurement cut by the deadline still serves as the config to beat when it has enough
@@ -171,7 +188,8 @@ bool Beats(const Measurement& challenger, const Measurement& incumbent,
 
 absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& spaces,
                                 TuneHarness& harness, Timer& timer, const TuneOptions& options,
-                                absl::string_view incumbent, const CancelFn& cancelled) {
+                                absl::string_view incumbent, const CancelFn& cancelled,
+                                TuneTimeline* timeline) {
   const absl::Status options_ok = CheckOptions(options);
   if (!options_ok.ok()) return options_ok;
   const ConfigSpace* space = spaces.Find(key);
@@ -190,7 +208,12 @@ absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& s
   }
   const double start = timer.Now();
   const double deadline = options.budget_seconds > 0 ? start + options.budget_seconds : 0;
-  Measurer measurer(harness, timer, options, cancelled, deadline);
+  TuneTimeline local_timeline;
+  TuneTimeline& runs = timeline != nullptr ? *timeline : local_timeline;
+  runs = TuneTimeline();
+  runs.budget_seconds = options.budget_seconds;
+  absl::Cleanup stamp_end = [&] { runs.end_seconds = timer.Now() - start; };
+  Measurer measurer(harness, timer, options, cancelled, start, deadline, runs);
   const absl::Status cancelled_status = absl::CancelledError(
       absl::StrCat("tuning ", key.ToString(), " was cancelled; nothing was stored"));
 

@@ -103,7 +103,8 @@ static pid_t StartDaemon(const char* kerneld, const char* dir) {
   }
   char path[512];
   snprintf(path, sizeof path, "%s/data.sock", dir);
-  for (int i = 0; i < 200; ++i) {
+  /* 60 s: a hang guard, far beyond what a loaded machine takes to start the daemon. */
+  for (int i = 0; i < 1200; ++i) {
     struct stat st;
     if (stat(path, &st) == 0) return pid;
     struct timespec ts = {0, 50 * 1000 * 1000};

@@ -58,6 +58,7 @@ v1::StatusResponse SampleStatus() {
   s.set_buffer_bytes(uint64_t{3} << 20);
   s.set_ops_completed(uint64_t{1} << 40);
   s.set_ops_failed(7);
+  s.set_shm_faults(2);
   return s;
 }
 
@@ -79,7 +80,7 @@ TEST(FormatStatusJsonTest, EveryTopLevelFieldIsPresentEvenAtItsDefault) {
        {"\"version\": \"\"", "\"uptime_seconds\": 0", "\"draining\": false",
         "\"data_socket\": \"\"", "\"metrics_address\": \"\"", "\"backends\": []", "\"devices\": []",
         "\"sessions\": []", "\"sessions_active\": 0", "\"buffers_registered\": 0",
-        "\"buffer_bytes\": 0", "\"ops_completed\": 0", "\"ops_failed\": 0"}) {
+        "\"buffer_bytes\": 0", "\"ops_completed\": 0", "\"ops_failed\": 0", "\"shm_faults\": 0"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " missing from\n" << json;
   }
 }

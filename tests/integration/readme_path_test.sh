@@ -11,7 +11,12 @@ port=$((20000 + RANDOM % 20000))
 daemon=$!
 cleanup() { kill $daemon 2> /dev/null; wait $daemon 2> /dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
-for _ in $(seq 100); do [ -S "$dir/admin.sock" ] && break; sleep 0.1; done
+# 60 s: a hang guard, far beyond what a loaded machine takes to start the daemon.
+for _ in $(seq 600); do
+  [ -S "$dir/admin.sock" ] && break
+  kill -0 $daemon 2> /dev/null || break
+  sleep 0.1
+done
 fail=0
 "$example" --socket="$dir/kerneld.sock" > "$dir/example.out" 2>&1 || fail=1
 cat "$dir/example.out"

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+from conftest import HANG_TIMEOUT
+
 CHILD = r"""
 import sys, kerneld
 kd = kerneld.connect(sys.argv[1], name="doomed")
@@ -27,8 +29,8 @@ def test_session_and_buffers_end_when_the_process_is_killed(daemon):
         assert sessions[session_id]["client_name"] == "doomed"
         assert sessions[session_id]["buffers"] >= 1
         child.send_signal(signal.SIGKILL)
-        child.wait(10)
-        deadline = time.monotonic() + 10
+        child.wait(HANG_TIMEOUT)
+        deadline = time.monotonic() + HANG_TIMEOUT
         while True:
             status = daemon.status()
             ids = [s["session_id"] for s in status["sessions"]]

@@ -9,6 +9,7 @@
 #include "kerneld/kernels/autotune.h"
 #include "kerneld/kernels/cpu_backend.h"
 #include "tests/support/test_daemon.h"
+#include "tests/support/wait.h"
 
 namespace kd {
 namespace testing {
@@ -70,8 +71,16 @@ TEST(AutotuneAdminTest, TuneStreamsProgressStoresTheChoiceAndSurvivesARestart) {
       EXPECT_GT(progress[i].tuned_seconds(), 0);
       EXPECT_EQ(progress[i].shape().m(), i == 0 ? 64 : 32);
       EXPECT_TRUE(ParseCpuGemmConfig(progress[i].config()).ok()) << progress[i].config();
+      // Every candidate's correctness run, warm-up and 5 timed runs, the default's at least.
+      const v1::TuneTimeline& t = progress[i].timeline();
+      EXPECT_GE(t.kernel_runs(), 7u);
+      EXPECT_EQ(t.budget_seconds(), 0);
+      EXPECT_GT(t.last_run_start_seconds(), 0);
+      EXPECT_LE(t.last_run_start_seconds(), t.last_run_end_seconds());
+      EXPECT_LE(t.last_run_end_seconds(), t.end_seconds());
     }
     EXPECT_TRUE(progress[2].done());
+    EXPECT_FALSE(progress[2].has_timeline());
     const v1::ListCacheResponse list = List(d);
     ASSERT_EQ(list.entries_size(), 2);
     EXPECT_EQ(list.path().rfind(cache_dir.path(), 0), 0u) << list.path();
@@ -144,12 +153,9 @@ TEST(AutotuneAdminTest, BackgroundTuningServesTheTunedConfigWhenReady) {
   grpc::ClientContext ctx;
   v1::OpResponse resp;
   ASSERT_TRUE(d.data().Gemm(&ctx, r, &resp).ok());  // the miss runs the default at once
-  int entries = 0;
-  for (int i = 0; i < 200 && entries == 0; ++i) {
-    entries = List(d).entries_size();
-    if (entries == 0) usleep(50 * 1000);
-  }
-  ASSERT_EQ(entries, 1);
+  // The background tuner stores the key once it is tuned.
+  ASSERT_TRUE(WaitFor([&] { return List(d).entries_size() != 0; }));
+  ASSERT_EQ(List(d).entries_size(), 1);
   EXPECT_NE(List(d).entries(0).key().find(":m8:n16:k128:"), std::string::npos);
 }
 

@@ -175,7 +175,7 @@ TEST(ProcessMetricsTest, SampleFollowsFdsThreadsAndMemory) {
   std::thread extra([&stop] {
     while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The thread is a task of this process (/proc/self/task) once its constructor has returned.
   absl::StatusOr<ProcessSample> after = ReadProcessSample();
   stop = true;
   extra.join();

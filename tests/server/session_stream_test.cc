@@ -2,6 +2,7 @@
 // ends when the stream does.
 #include "gtest/gtest.h"
 #include "tests/support/test_daemon.h"
+#include "tests/support/wait.h"
 
 namespace kd {
 namespace testing {
@@ -40,11 +41,10 @@ TEST(SessionStreamTest, CancellingTheStreamEndsTheSession) {
     EXPECT_EQ(d.daemon().sessions().Stats().buffers, 1u);
   }  // the stream is cancelled here, as when a client process dies
   // The session leaves the table first and its buffers are released right after: wait for both.
-  for (int i = 0; i < 200 && (d.daemon().sessions().Stats().sessions != 0 ||
-                              d.daemon().backends().Default()->Memory(0).imported != 0);
-       ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitFor([&] {
+    return d.daemon().sessions().Stats().sessions == 0 &&
+           d.daemon().backends().Default()->Memory(0).imported == 0;
+  });
   EXPECT_EQ(d.daemon().sessions().Stats().sessions, 0u);
   EXPECT_EQ(d.daemon().backends().Default()->Memory(0).imported, 0u);
 }

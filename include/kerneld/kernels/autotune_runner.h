@@ -37,7 +37,10 @@ struct TuneProgressEvent {
   // OK, or why this key was not tuned: FAILED_PRECONDITION for a pinned key, the harness
   // factory's or Tune()'s error otherwise.
   absl::Status status;
-  TuneResult result;       // when status is OK
+  TuneResult result;  // when status is OK
+  // The key's kernel runs, whatever its status (all zero when no tune started: a pinned key,
+  // no space, no harness).
+  TuneTimeline timeline;
   double eta_seconds = 0;  // the rest of the batch, at the mean time per key so far
 };
 

@@ -99,6 +99,18 @@ struct CandidateResult {
   Measurement measured;  // valid when status is OK
 };
 
+// When one Tune() call ran the harness's kernel, on Timer::Now() relative to the tune's start.
+// Tune() fills it whether it succeeds or fails (cancelled, out of budget), so that a caller can
+// check that the budget was a deadline: a run starts only while the clock reads less than
+// budget_seconds, so last_run_start_seconds < budget_seconds whenever both are set.
+struct TuneTimeline {
+  double budget_seconds = 0;          // TuneOptions::budget_seconds; 0: no deadline
+  int kernel_runs = 0;                // runs started: correctness, warm-up and timed
+  double last_run_start_seconds = 0;  // when the last of them started (0 with none)
+  double last_run_end_seconds = 0;    // when it returned
+  double end_seconds = 0;             // when Tune() returned
+};
+
 struct TuneResult {
   TuneKey key;
   std::string config;            // the choice
@@ -127,10 +139,12 @@ using CancelFn = std::function<bool()>;
 // INVALID_ARGUMENT for options out of range; FAILED_PRECONDITION when no candidate, the default
 // included, produced a correct result; CANCELLED once `cancelled` returns true (nothing of the
 // tune is returned); DEADLINE_EXCEEDED when the budget ran out before the default (or the
-// incumbent) had 3 timed runs.
+// incumbent) had 3 timed runs. `timeline` (may be null) receives the tune's runs, whatever the
+// outcome; it stays untouched when the options or the key are refused before any run.
 absl::StatusOr<TuneResult> Tune(const TuneKey& key, const ConfigSpaceRegistry& spaces,
                                 TuneHarness& harness, Timer& timer, const TuneOptions& options,
-                                absl::string_view incumbent = "", const CancelFn& cancelled = {});
+                                absl::string_view incumbent = "", const CancelFn& cancelled = {},
+                                TuneTimeline* timeline = nullptr);
 
 }  // namespace kd
 

@@ -1,10 +1,9 @@
 #include "kerneld/kernels/autotune_runner.h"
 
 #include <atomic>
-#include <chrono>
 #include <map>
-#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "kerneld/kernels/autotune.h"
 #include "kernels/cpu/gemm_harness.h"
@@ -129,27 +128,44 @@ TEST(TuneKeysTest, CancellationInsideAKeyStoresNothingAndEndsTheBatch) {
   EXPECT_EQ(cache.Stats().entries, 0u);
 }
 
-// Every run of every config takes 50 ms of real time.
-class SlowHarness : public TuneHarness {
+// Counts its runs; the first one blocks until the test opens the gate (at most a minute, so
+// that a tuner whose Stop() waited for the run fails the test instead of hanging it).
+class GatedHarness : public TuneHarness {
  public:
+  struct Gate {
+    absl::Notification first_run_started;
+    absl::Notification open;
+    std::atomic<int> runs{0};
+    std::atomic<bool> opened_in_time{false};
+  };
+  explicit GatedHarness(Gate* gate) : gate_(gate) {}
   absl::Status Run(absl::string_view) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (gate_->runs.fetch_add(1) == 0) {
+      gate_->first_run_started.Notify();
+      gate_->opened_in_time = gate_->open.WaitForNotificationWithTimeout(absl::Minutes(1));
+    }
     return absl::OkStatus();
   }
   absl::Status CheckOutput() override { return absl::OkStatus(); }
   void EvictCaches() override {}
+
+ private:
+  Gate* const gate_;
 };
 
-TEST(BackgroundTunerTest, DestroyingTheTunerCancelsTheKeyInProgress) {
+// Stop() is what the daemon's shutdown calls (AutotuneManager::Stop) before it destroys the
+// tuners: it returns at once, and the key in progress ends after the run in flight.
+TEST(BackgroundTunerTest, StopCancelsTheKeyInProgressAfterTheRunInFlight) {
   TuneCache cache(Options());
+  GatedHarness::Gate gate;
   std::atomic<int> done{0};
   absl::Status last;
   TuneOptions slow = Fast();
-  slow.repeats = 100;  // about 25 s of runs for the default alone
+  slow.repeats = 100;  // 1 correctness, 1 warm-up and 100 timed runs of the default alone
   auto tuner = std::make_unique<BackgroundTuner>(
       cache, Spaces(),
-      [](const TuneKey&) {
-        return absl::StatusOr<std::unique_ptr<TuneHarness>>(std::make_unique<SlowHarness>());
+      [&gate](const TuneKey&) {
+        return absl::StatusOr<std::unique_ptr<TuneHarness>>(std::make_unique<GatedHarness>(&gate));
       },
       std::make_unique<WallTimer>(), slow,
       [&](const TuneProgressEvent& e) {
@@ -157,12 +173,12 @@ TEST(BackgroundTunerTest, DestroyingTheTunerCancelsTheKeyInProgress) {
         ++done;
       });
   ASSERT_TRUE(tuner->Enqueue(Key(8)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const auto start = std::chrono::steady_clock::now();
-  tuner.reset();
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(took, 1.0);
+  ASSERT_TRUE(gate.first_run_started.WaitForNotificationWithTimeout(absl::Minutes(1)));
+  tuner->Stop();
+  gate.open.Notify();
+  tuner.reset();  // joins the worker
+  EXPECT_TRUE(gate.opened_in_time.load()) << "Stop() waited for the run in flight";
+  EXPECT_EQ(gate.runs.load(), 1) << "runs started after Stop()";
   EXPECT_EQ(done.load(), 1);
   EXPECT_EQ(last.code(), absl::StatusCode::kCancelled) << last;
   EXPECT_EQ(cache.Stats().entries, 0u);

@@ -308,6 +308,54 @@ TEST(TunerTest, ADefaultCutWithThreeRunsIsKeptAndWithFewerTheKeyFails) {
   EXPECT_DOUBLE_EQ(timer2.Now(), 2.0);
 }
 
+// Counts the harness's runs (what the daemon's kerneld_autotune_kernel_runs_total counts).
+class CountingHarness : public TuneHarness {
+ public:
+  explicit CountingHarness(std::unique_ptr<TuneHarness> inner) : inner_(std::move(inner)) {}
+  absl::Status Run(absl::string_view config) override {
+    ++runs_;
+    return inner_->Run(config);
+  }
+  absl::Status CheckOutput() override { return inner_->CheckOutput(); }
+  void EvictCaches() override { inner_->EvictCaches(); }
+  int runs() const { return runs_; }
+
+ private:
+  std::unique_ptr<TuneHarness> inner_;
+  int runs_ = 0;
+};
+
+TEST(TunerTest, TheTimelineHoldsEveryRunAndEachStartedBeforeTheDeadline) {
+  const TuneKey key = CpuKey();
+  TuneOptions options = Fast();
+  options.budget_seconds = 10;  // one measurement is 7 fake seconds; untimed runs take none
+  CountingHarness harness(Harness(key));
+  FakeTimer timer({{"tn16", 1.0}, {"tn32", 1.0}, {"tn64", 1.0}, {"tn128", 1.0}, {"tn256", 1.0}},
+                  0.0);
+  TuneTimeline timeline;
+  absl::StatusOr<TuneResult> r = Tune(key, Spaces(), harness, timer, options, "", {}, &timeline);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The default's 2 untimed and 7 timed runs, then a challenger's 2 untimed and 3 timed: the
+  // last of those starts at 9 s, and the one after it would have started at the deadline.
+  EXPECT_EQ(timeline.kernel_runs, 14);
+  EXPECT_EQ(timeline.kernel_runs, harness.runs());
+  EXPECT_DOUBLE_EQ(timeline.budget_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(timeline.last_run_start_seconds, 9.0);
+  EXPECT_DOUBLE_EQ(timeline.last_run_end_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(timeline.end_seconds, 10.0);
+
+  // A key that fails on its deadline has its timeline too: 2 untimed runs and 2 timed ones.
+  options.budget_seconds = 2;
+  CountingHarness harness2(Harness(key));
+  FakeTimer timer2({{"tn64", 1.0}}, 0.0);
+  r = Tune(key, Spaces(), harness2, timer2, options, "", {}, &timeline);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_EQ(timeline.kernel_runs, 4);
+  EXPECT_EQ(timeline.kernel_runs, harness2.runs());
+  EXPECT_DOUBLE_EQ(timeline.last_run_start_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(timeline.end_seconds, 2.0);
+}
+
 // Counts the harness's runs and cancels the tune after a given number of them.
 class CancelAfterRuns : public TuneHarness {
  public:
@@ -335,10 +383,12 @@ TEST(TunerTest, CancellationStopsInsideTheDefaultsMeasurement) {
   // Cancelled during the default's third timed run (1 correctness + 1 warm-up + 3 timed).
   CancelAfterRuns harness(Harness(key), 5, &cancel);
   FakeTimer timer({}, 0.0);
-  absl::StatusOr<TuneResult> r =
-      Tune(key, Spaces(), harness, timer, Fast(), "", [&] { return cancel.load(); });
+  TuneTimeline timeline;
+  absl::StatusOr<TuneResult> r = Tune(
+      key, Spaces(), harness, timer, Fast(), "", [&] { return cancel.load(); }, &timeline);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
   EXPECT_EQ(harness.runs(), 5);  // the run in flight finished; no other started
+  EXPECT_EQ(timeline.kernel_runs, 5);
 }
 
 TEST(TunerTest, AnUnparsableIncumbentIsIgnored) {
